@@ -1,0 +1,869 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ppipe-bench: pipe throughput and write latency, with several writers and
+ * readers on one pipe, as threads of one process or as processes.
+ *
+ * It measures whatever write() and read() do in this process, so running
+ * it with and without LD_PRELOAD compares a preload library against plain
+ * pipes. ppipe-compare drives it; the output is one JSON object (--json) or
+ * a short text block.
+ */
+#include "histogram.h"
+#include "pressure.h"
+#include "stream.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#ifndef PPIPE_VERSION
+#define PPIPE_VERSION "unknown"
+#endif
+
+enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
+
+#define MAX_TASKS 1024
+#define MAX_CPUS 256
+#define MAX_SIZE (256ull << 20)
+
+struct options {
+	int procs;
+	unsigned int writers, readers;
+	uint64_t size, read_size, pipe_size;
+	double duration;
+	int verify, memory_pressure, json;
+	uint64_t pressure_limit;
+	int cpus_w[MAX_CPUS], ncpus_w;
+	int cpus_r[MAX_CPUS], ncpus_r;
+	const char *expect_preload;
+};
+
+struct writer_stats {
+	uint64_t writes;
+	uint64_t bytes;
+	uint64_t end_ns;
+	int error;
+	struct histogram hist;
+};
+
+/* Lives in MAP_SHARED memory so that procs mode can use it across fork. */
+struct shared {
+	atomic_int stop;
+	int read_error;
+	uint64_t bytes_read;
+	pthread_mutex_t read_lock;
+	struct stream_check check;
+	struct writer_stats w[];
+};
+
+struct bench {
+	const struct options *opt;
+	struct shared *sh;
+	int fds[2];
+	int start[2];
+};
+
+struct task {
+	struct bench *b;
+	unsigned int id;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void pin(const int *cpus, int n, unsigned int id)
+{
+	cpu_set_t set;
+
+	if (!n)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpus[id % (unsigned int)n], &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		fprintf(stderr, "ppipe-bench: cannot pin to cpu %d: %s\n",
+			cpus[id % (unsigned int)n], strerror(errno));
+}
+
+/* Blocks until the main thread closes the start pipe's write end. */
+static void wait_start(struct bench *b)
+{
+	char c;
+
+	while (read(b->start[0], &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+static void *alloc_buffer(uint64_t size)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, size))
+		return NULL;
+	memset(p, 'x', size);
+	return p;
+}
+
+static void writer_loop(struct bench *b, unsigned int id)
+{
+	const struct options *o = b->opt;
+	struct writer_stats *ws = &b->sh->w[id];
+	unsigned char *buf = alloc_buffer(o->size);
+	uint64_t pos = 0;
+
+	pin(o->cpus_w, o->ncpus_w, id);
+	wait_start(b);
+	if (!buf) {
+		ws->error = ENOMEM;
+		goto out;
+	}
+	while (!atomic_load_explicit(&b->sh->stop, memory_order_relaxed)) {
+		uint64_t t0, dt;
+		ssize_t n;
+
+		if (o->verify)
+			stream_fill(id, pos, buf, o->size);
+		t0 = now_ns();
+		n = write(b->fds[1], buf, o->size);
+		dt = now_ns() - t0;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			ws->error = errno;
+			break;
+		}
+		ws->writes++;
+		ws->bytes += (uint64_t)n;
+		pos += (uint64_t)n;
+		hist_record(&ws->hist, dt);
+	}
+out:
+	ws->end_ns = now_ns();
+	free(buf);
+}
+
+static void reader_loop(struct bench *b, unsigned int id)
+{
+	const struct options *o = b->opt;
+	struct shared *sh = b->sh;
+	unsigned char *buf = alloc_buffer(o->read_size);
+	uint64_t got = 0;
+
+	pin(o->cpus_r, o->ncpus_r, id);
+	wait_start(b);
+	if (!buf) {
+		sh->read_error = ENOMEM;
+		return;
+	}
+	for (;;) {
+		ssize_t n;
+
+		/* Verification needs the stream in order: one read at a time. */
+		if (o->verify)
+			pthread_mutex_lock(&sh->read_lock);
+		n = read(b->fds[0], buf, o->read_size);
+		if (n > 0 && o->verify)
+			stream_check_feed(&sh->check, buf, (size_t)n);
+		if (o->verify)
+			pthread_mutex_unlock(&sh->read_lock);
+		if (n > 0) {
+			got += (uint64_t)n;
+			continue;
+		}
+		if (!n)
+			break;
+		if (errno == EINTR)
+			continue;
+		sh->read_error = errno;
+		break;
+	}
+	__atomic_fetch_add(&sh->bytes_read, got, __ATOMIC_RELAXED);
+	free(buf);
+}
+
+static void *writer_thread(void *arg)
+{
+	struct task *t = arg;
+
+	writer_loop(t->b, t->id);
+	return NULL;
+}
+
+static void *reader_thread(void *arg)
+{
+	struct task *t = arg;
+
+	reader_loop(t->b, t->id);
+	return NULL;
+}
+
+static void sleep_until(uint64_t deadline)
+{
+	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+			       .tv_nsec = (long)(deadline % 1000000000ull) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* Releases the workers, lets them run, tells the writers to stop. */
+static uint64_t run_clock(struct bench *b)
+{
+	uint64_t start = now_ns();
+
+	close(b->start[1]);
+	sleep_until(start + (uint64_t)(b->opt->duration * 1e9));
+	atomic_store(&b->sh->stop, 1);
+	return start;
+}
+
+static int run_threads(struct bench *b, uint64_t *start)
+{
+	const struct options *o = b->opt;
+	unsigned int n = o->writers + o->readers;
+	pthread_t tid[2 * MAX_TASKS];
+	struct task task[2 * MAX_TASKS];
+	unsigned int i;
+	int err;
+
+	for (i = 0; i < n; i++) {
+		int is_writer = i < o->writers;
+
+		task[i].b = b;
+		task[i].id = is_writer ? i : i - o->writers;
+		err = pthread_create(&tid[i], NULL, is_writer ? writer_thread : reader_thread,
+				     &task[i]);
+		if (err) {
+			fprintf(stderr, "ppipe-bench: pthread_create: %s\n", strerror(err));
+			exit(EXIT_ENV);
+		}
+	}
+	*start = run_clock(b);
+	for (i = 0; i < o->writers; i++)
+		pthread_join(tid[i], NULL);
+	close(b->fds[1]);
+	for (; i < n; i++)
+		pthread_join(tid[i], NULL);
+	close(b->fds[0]);
+	return 0;
+}
+
+static int run_procs(struct bench *b, uint64_t *start)
+{
+	const struct options *o = b->opt;
+	unsigned int n = o->writers + o->readers;
+	pid_t pid[2 * MAX_TASKS];
+	int failed = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		int is_writer = i < o->writers;
+
+		pid[i] = fork();
+		if (pid[i] < 0) {
+			fprintf(stderr, "ppipe-bench: fork: %s\n", strerror(errno));
+			exit(EXIT_ENV);
+		}
+		if (pid[i])
+			continue;
+		close(b->start[1]);
+		close(b->fds[is_writer ? 0 : 1]);
+		if (is_writer)
+			writer_loop(b, i);
+		else
+			reader_loop(b, i - o->writers);
+		_exit(0);
+	}
+	close(b->fds[0]);
+	close(b->fds[1]);
+	*start = run_clock(b);
+	for (unsigned int i = 0; i < n; i++) {
+		int status;
+
+		while (waitpid(pid[i], &status, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			failed = 1;
+	}
+	return failed ? -1 : 0;
+}
+
+/* ---- results ---- */
+
+struct summary {
+	uint64_t writes, bytes, end_ns;
+	double elapsed_s, mbps, writes_per_s;
+	struct histogram hist;
+};
+
+static void summarize(const struct bench *b, uint64_t start, struct summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	for (unsigned int i = 0; i < b->opt->writers; i++) {
+		const struct writer_stats *ws = &b->sh->w[i];
+
+		s->writes += ws->writes;
+		s->bytes += ws->bytes;
+		if (ws->end_ns > s->end_ns)
+			s->end_ns = ws->end_ns;
+		hist_merge(&s->hist, &ws->hist);
+	}
+	s->elapsed_s = (double)(s->end_ns - start) / 1e9;
+	if (s->elapsed_s > 0) {
+		s->mbps = (double)s->bytes / s->elapsed_s / (1024.0 * 1024.0);
+		s->writes_per_s = (double)s->writes / s->elapsed_s;
+	}
+}
+
+struct preloads {
+	const char *want[64];
+	int mapped[64];
+	int n;
+};
+
+static int same_file(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+
+	if (!realpath(a, ra) || !realpath(b, rb))
+		return 0;
+	return !strcmp(ra, rb);
+}
+
+static int match_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct preloads *p = data;
+
+	(void)size;
+	if (!info->dlpi_name || !*info->dlpi_name)
+		return 0;
+	for (int i = 0; i < p->n; i++) {
+		const char *w = p->want[i];
+		const char *base = strrchr(info->dlpi_name, '/');
+
+		if (strchr(w, '/') ? same_file(w, info->dlpi_name) :
+				     !strcmp(w, base ? base + 1 : info->dlpi_name))
+			p->mapped[i] = 1;
+	}
+	return 0;
+}
+
+/* Which of LD_PRELOAD's entries (and @extra) are really mapped here. */
+static void find_preloads(struct preloads *p, char *env, const char *extra)
+{
+	memset(p, 0, sizeof(*p));
+	for (char *tok = env ? strtok(env, ": ") : NULL; tok && p->n < 63; tok = strtok(NULL, ": "))
+		p->want[p->n++] = tok;
+	if (extra)
+		p->want[p->n++] = extra;
+	dl_iterate_phdr(match_object, p);
+}
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void print_pressure_json(FILE *f, const struct pressure *p)
+{
+	const struct pressure_counters *a = &p->before, *z = &p->after;
+
+	fprintf(f, "{\"method\":\"%s\",\"stressor\":", p->method);
+	json_string(f, p->stressor);
+	fprintf(f,
+		",\"cgroup_limit\":%" PRIu64 ",\"vmstat_delta\":{\"pgscan_direct\":%" PRIu64
+		",\"pgsteal_direct\":%" PRIu64 ",\"allocstall\":%" PRIu64
+		",\"pgscan_kswapd\":%" PRIu64 "},",
+		p->cgroup[0] ? p->limit : 0, z->pgscan_direct - a->pgscan_direct,
+		z->pgsteal_direct - a->pgsteal_direct, z->allocstall - a->allocstall,
+		z->pgscan_kswapd - a->pgscan_kswapd);
+	if (!strcmp(p->method, "cgroup-v2"))
+		fprintf(f,
+			"\"memcg_delta\":{\"pgscan_direct\":%" PRIu64 ",\"max_events\":%" PRIu64
+			"},",
+			z->memcg_reclaim - a->memcg_reclaim,
+			z->memcg_max_events - a->memcg_max_events);
+	else if (!strcmp(p->method, "cgroup-v1"))
+		fprintf(f, "\"memcg_delta\":{\"failcnt\":%" PRIu64 "},",
+			z->memcg_reclaim - a->memcg_reclaim);
+	else
+		fprintf(f, "\"memcg_delta\":null,");
+	fprintf(f, "\"direct_reclaim\":%s}", pressure_saw_direct_reclaim(p) ? "true" : "false");
+}
+
+static void print_json(const struct bench *b, const struct summary *s, const struct pressure *p,
+		       const struct preloads *pl, int verified)
+{
+	const struct options *o = b->opt;
+	const struct histogram *h = &s->hist;
+	FILE *f = stdout;
+	int first = 1;
+
+	fprintf(f,
+		"{\"tool\":\"ppipe-bench\",\"version\":\"%s\",\"mode\":\"%s\",\"writers\":%u,"
+		"\"readers\":%u,\"size\":%" PRIu64 ",\"read_size\":%" PRIu64
+		",\"pipe_size\":%" PRIu64 ",\"duration_s\":%g,\"elapsed_s\":%.6f,",
+		PPIPE_VERSION, o->procs ? "procs" : "threads", o->writers, o->readers, o->size,
+		o->read_size, o->pipe_size, o->duration, s->elapsed_s);
+	fprintf(f, "\"verify\":%s,\"verified\":%s,\"memory_pressure\":%s,",
+		o->verify ? "true" : "false", o->verify ? (verified ? "true" : "false") : "null",
+		o->memory_pressure ? "true" : "false");
+	fprintf(f,
+		"\"writes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+		",\"mbps\":%.3f,\"writes_per_s\":%.1f,",
+		s->writes, s->bytes, b->sh->bytes_read, s->mbps, s->writes_per_s);
+	fprintf(f,
+		"\"lat_avg_ns\":%" PRIu64 ",\"lat_p50_ns\":%" PRIu64 ",\"lat_p99_ns\":%" PRIu64
+		",\"lat_p999_ns\":%" PRIu64 ",\"lat_max_ns\":%" PRIu64 ",\"per_writer\":[",
+		hist_mean(h), hist_quantile(h, 0.50), hist_quantile(h, 0.99),
+		hist_quantile(h, 0.999), h->max);
+	for (unsigned int i = 0; i < o->writers; i++) {
+		const struct writer_stats *ws = &b->sh->w[i];
+
+		fprintf(f,
+			"%s{\"writes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"lat_avg_ns\":%" PRIu64
+			",\"lat_p99_ns\":%" PRIu64 ",\"lat_max_ns\":%" PRIu64 "}",
+			i ? "," : "", ws->writes, ws->bytes, hist_mean(&ws->hist),
+			hist_quantile(&ws->hist, 0.99), ws->hist.max);
+	}
+	fprintf(f, "],\"pressure\":");
+	if (o->memory_pressure)
+		print_pressure_json(f, p);
+	else
+		fprintf(f, "null");
+	fprintf(f, ",\"preloaded\":[");
+	for (int i = 0; i < pl->n; i++) {
+		if (!pl->mapped[i] || (o->expect_preload && pl->want[i] == o->expect_preload))
+			continue;
+		fprintf(f, "%s", first ? "" : ",");
+		json_string(f, pl->want[i]);
+		first = 0;
+	}
+	fprintf(f, "]}\n");
+}
+
+static void print_text(const struct bench *b, const struct summary *s, const struct pressure *p,
+		       int verified)
+{
+	const struct options *o = b->opt;
+	const struct histogram *h = &s->hist;
+
+	printf("config: mode=%s writers=%u readers=%u size=%" PRIu64 " pipe_size=%" PRIu64
+	       " duration=%g memory_pressure=%s verify=%s\n",
+	       o->procs ? "procs" : "threads", o->writers, o->readers, o->size, o->pipe_size,
+	       o->duration, o->memory_pressure ? "yes" : "no", o->verify ? "yes" : "no");
+	printf("writes: total=%" PRIu64 " rate=%.0f/s elapsed=%.3fs\n", s->writes, s->writes_per_s,
+	       s->elapsed_s);
+	printf("throughput_MBps: %.2f\n", s->mbps);
+	printf("lat_avg_ns: %" PRIu64 "\nlat_p50_ns: %" PRIu64 "\nlat_p99_ns: %" PRIu64
+	       "\nlat_p999_ns: %" PRIu64 "\nlat_max_ns: %" PRIu64 "\n",
+	       hist_mean(h), hist_quantile(h, 0.50), hist_quantile(h, 0.99),
+	       hist_quantile(h, 0.999), h->max);
+	if (o->memory_pressure)
+		printf("pressure: %s (%s), direct reclaim during the run: %s\n", p->method,
+		       p->stressor, pressure_saw_direct_reclaim(p) ? "yes" : "NO");
+	if (o->verify)
+		printf("verify: %s\n", verified ? "ok" : "FAILED");
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ppipe-bench [options]\n"
+		"  --mode threads|procs    writers and readers as threads or processes (threads)\n"
+		"  -w, --writers N         writer count (1)\n"
+		"  -r, --readers N         reader count (1)\n"
+		"  -s, --size BYTES        bytes per write(), K/M/G suffixes are binary (64K)\n"
+		"      --read-size BYTES   bytes per read() (same as --size)\n"
+		"  -p, --pipe-size BYTES   F_SETPIPE_SZ; 0 keeps the default (1M)\n"
+		"  -d, --duration SECONDS  run time, fractions allowed (3)\n"
+		"      --verify            check every byte (sequence numbers, checksums)\n"
+		"      --memory-pressure   run stress-ng alongside, in a full memory cgroup\n"
+		"      --pressure-limit B  that cgroup's limit (512M)\n"
+		"      --cpus-writers LIST pin writers round-robin to these cpus (0,2-3)\n"
+		"      --cpus-readers LIST pin readers likewise\n"
+		"      --expect-preload P  fail unless library P is loaded in this process\n"
+		"      --json              print one JSON object instead of text\n"
+		"      --version           print the version\n");
+}
+
+__attribute__((format(printf, 1, 2))) static void die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ppipe-bench: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	exit(EXIT_USAGE);
+}
+
+/* Decimal byte count with an optional binary K/M/G suffix. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end || (shift && v > (ULLONG_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static unsigned int parse_count(const char *name, const char *s, unsigned int max)
+{
+	uint64_t v;
+
+	if (parse_size(s, &v) || !v || v > max) {
+		fprintf(stderr, "ppipe-bench: %s: '%s' is not a count between 1 and %u\n", name, s,
+			max);
+		exit(EXIT_USAGE);
+	}
+	return (unsigned int)v;
+}
+
+static int parse_cpus(const char *s, int *cpus)
+{
+	int n = 0;
+
+	while (*s) {
+		char *end;
+		long lo = strtol(s, &end, 10), hi;
+
+		if (end == s || lo < 0 || lo >= CPU_SETSIZE)
+			return -1;
+		hi = lo;
+		if (*end == '-') {
+			s = end + 1;
+			hi = strtol(s, &end, 10);
+			if (end == s || hi < lo || hi >= CPU_SETSIZE)
+				return -1;
+		}
+		for (long c = lo; c <= hi; c++) {
+			if (n == MAX_CPUS)
+				return -1;
+			cpus[n++] = (int)c;
+		}
+		if (*end == ',')
+			end++;
+		else if (*end)
+			return -1;
+		s = end;
+	}
+	return n ? n : -1;
+}
+
+static void parse_args(int argc, char **argv, struct options *o)
+{
+	enum {
+		O_MODE = 256,
+		O_READ_SIZE,
+		O_VERIFY,
+		O_PRESSURE,
+		O_LIMIT,
+		O_CPUS_W,
+		O_CPUS_R,
+		O_EXPECT,
+		O_JSON,
+		O_VERSION,
+		O_HELP
+	};
+	static const struct option lopts[] = {
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "writers", required_argument, NULL, 'w' },
+		{ "readers", required_argument, NULL, 'r' },
+		{ "size", required_argument, NULL, 's' },
+		{ "read-size", required_argument, NULL, O_READ_SIZE },
+		{ "pipe-size", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "verify", no_argument, NULL, O_VERIFY },
+		{ "memory-pressure", no_argument, NULL, O_PRESSURE },
+		{ "pressure-limit", required_argument, NULL, O_LIMIT },
+		{ "cpus-writers", required_argument, NULL, O_CPUS_W },
+		{ "cpus-readers", required_argument, NULL, O_CPUS_R },
+		{ "expect-preload", required_argument, NULL, O_EXPECT },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ "help", no_argument, NULL, O_HELP },
+		{ 0 },
+	};
+	char *end;
+	int c;
+
+	*o = (struct options){ .writers = 1,
+			       .readers = 1,
+			       .size = 64 << 10,
+			       .pipe_size = 1 << 20,
+			       .duration = 3,
+			       .pressure_limit = 512 << 20 };
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":w:r:s:p:d:", lopts, NULL)) != -1) {
+		switch (c) {
+		case O_MODE:
+			if (!strcmp(optarg, "threads") || !strcmp(optarg, "procs"))
+				o->procs = !strcmp(optarg, "procs");
+			else
+				die_usage("--mode: '%s' is neither threads nor procs", optarg);
+			break;
+		case 'w':
+			o->writers = parse_count("--writers", optarg, MAX_TASKS);
+			break;
+		case 'r':
+			o->readers = parse_count("--readers", optarg, MAX_TASKS);
+			break;
+		case 's':
+			if (parse_size(optarg, &o->size) || !o->size || o->size > MAX_SIZE)
+				die_usage("--size: '%s' is not a byte count from 1 to 256M",
+					  optarg);
+			break;
+		case O_READ_SIZE:
+			if (parse_size(optarg, &o->read_size) || !o->read_size ||
+			    o->read_size > MAX_SIZE)
+				die_usage("--read-size: '%s' is not a byte count from 1 to 256M",
+					  optarg);
+			break;
+		case 'p':
+			if (parse_size(optarg, &o->pipe_size) || o->pipe_size > INT_MAX)
+				die_usage("--pipe-size: '%s' is not a byte count below 2G", optarg);
+			break;
+		case 'd':
+			errno = 0;
+			o->duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->duration > 0) ||
+			    o->duration > 86400)
+				die_usage(
+					"--duration: '%s' is not a number of seconds in (0, 86400]",
+					optarg);
+			break;
+		case O_VERIFY:
+			o->verify = 1;
+			break;
+		case O_PRESSURE:
+			o->memory_pressure = 1;
+			break;
+		case O_LIMIT:
+			if (parse_size(optarg, &o->pressure_limit) ||
+			    o->pressure_limit < (64u << 20))
+				die_usage(
+					"--pressure-limit: '%s' is not a byte count of at least 64M",
+					optarg);
+			break;
+		case O_CPUS_W:
+			o->ncpus_w = parse_cpus(optarg, o->cpus_w);
+			if (o->ncpus_w < 0)
+				die_usage("--cpus-writers: '%s' is not a cpu list like 0,2-3",
+					  optarg);
+			break;
+		case O_CPUS_R:
+			o->ncpus_r = parse_cpus(optarg, o->cpus_r);
+			if (o->ncpus_r < 0)
+				die_usage("--cpus-readers: '%s' is not a cpu list like 0,2-3",
+					  optarg);
+			break;
+		case O_EXPECT:
+			o->expect_preload = optarg;
+			break;
+		case O_JSON:
+			o->json = 1;
+			break;
+		case O_VERSION:
+			printf("ppipe-bench %s\n", PPIPE_VERSION);
+			exit(0);
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		case ':':
+			die_usage("%s needs a value", argv[optind - 1]);
+			break;
+		default:
+			die_usage("unknown option '%s' (see --help)", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument '%s'", argv[optind]);
+	if (!o->read_size)
+		o->read_size = o->size;
+	if (o->verify && o->writers > STREAM_MAX_WRITERS) {
+		fprintf(stderr, "ppipe-bench: --verify supports at most %d writers\n",
+			STREAM_MAX_WRITERS);
+		exit(EXIT_USAGE);
+	}
+}
+
+static void die_env(const char *what, int err)
+{
+	fprintf(stderr, "ppipe-bench: %s: %s\n", what, strerror(err));
+	exit(EXIT_ENV);
+}
+
+static void setup_pipe(struct bench *b, struct options *o)
+{
+	int got;
+
+	if (pipe(b->fds))
+		die_env("pipe", errno);
+	if (pipe(b->start))
+		die_env("pipe", errno);
+	if (o->pipe_size && fcntl(b->fds[1], F_SETPIPE_SZ, (int)o->pipe_size) < 0) {
+		if (errno == EPERM)
+			fprintf(stderr,
+				"ppipe-bench: F_SETPIPE_SZ %" PRIu64
+				": above /proc/sys/fs/pipe-max-size for this user\n",
+				o->pipe_size);
+		else
+			fprintf(stderr, "ppipe-bench: F_SETPIPE_SZ %" PRIu64 ": %s\n", o->pipe_size,
+				strerror(errno));
+		exit(EXIT_ENV);
+	}
+	got = fcntl(b->fds[1], F_GETPIPE_SZ);
+	if (got < 0)
+		die_env("F_GETPIPE_SZ", errno);
+	o->pipe_size = (uint64_t)got;
+}
+
+static struct shared *alloc_shared(unsigned int writers, unsigned int verify_writers)
+{
+	size_t len = sizeof(struct shared) + writers * sizeof(struct writer_stats);
+	pthread_mutexattr_t attr;
+	struct shared *sh;
+
+	sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		die_env("mmap", errno);
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&sh->read_lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	stream_check_init(&sh->check, verify_writers);
+	return sh;
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt;
+	struct bench b = { .opt = &opt };
+	struct pressure pr = { .method = "none" };
+	struct summary sum;
+	struct preloads pl;
+	char err[512];
+	uint64_t start, written[STREAM_MAX_WRITERS] = { 0 };
+	int failed = 0, verified = 1, run;
+
+	parse_args(argc, argv, &opt);
+	signal(SIGPIPE, SIG_IGN);
+
+	find_preloads(&pl, getenv("LD_PRELOAD") ? strdup(getenv("LD_PRELOAD")) : NULL,
+		      opt.expect_preload);
+	if (opt.expect_preload && !pl.mapped[pl.n - 1]) {
+		fprintf(stderr,
+			"ppipe-bench: %s is not loaded in this process "
+			"(missing, not in LD_PRELOAD, or ld.so refused it)\n",
+			opt.expect_preload);
+		return EXIT_ENV;
+	}
+	if (opt.memory_pressure && pressure_start(&pr, opt.pressure_limit, err, sizeof(err))) {
+		fprintf(stderr, "ppipe-bench: %s\n", err);
+		return EXIT_ENV;
+	}
+
+	setup_pipe(&b, &opt);
+	b.sh = alloc_shared(opt.writers, opt.writers);
+	run = opt.procs ? run_procs(&b, &start) : run_threads(&b, &start);
+	if (opt.memory_pressure)
+		pressure_stop(&pr);
+	summarize(&b, start, &sum);
+
+	if (run) {
+		fprintf(stderr, "ppipe-bench: a worker process failed\n");
+		failed = 1;
+	}
+	for (unsigned int i = 0; i < opt.writers; i++) {
+		if (b.sh->w[i].error) {
+			fprintf(stderr, "ppipe-bench: writer %u: write: %s\n", i,
+				strerror(b.sh->w[i].error));
+			failed = 1;
+		}
+		if (i < STREAM_MAX_WRITERS)
+			written[i] = b.sh->w[i].bytes;
+	}
+	if (b.sh->read_error) {
+		fprintf(stderr, "ppipe-bench: read: %s\n", strerror(b.sh->read_error));
+		failed = 1;
+	}
+	if (opt.verify && stream_check_finish(&b.sh->check, written)) {
+		fprintf(stderr, "ppipe-bench: verification failed: %s\n", b.sh->check.error);
+		verified = 0;
+		failed = 1;
+	} else if (b.sh->bytes_read != sum.bytes) {
+		fprintf(stderr,
+			"ppipe-bench: verification failed: writers wrote %" PRIu64
+			" bytes, readers received %" PRIu64 "\n",
+			sum.bytes, b.sh->bytes_read);
+		verified = 0;
+		failed = 1;
+	}
+
+	if (opt.json)
+		print_json(&b, &sum, &pr, &pl, verified);
+	else
+		print_text(&b, &sum, &pr, verified);
+	return failed ? EXIT_RUN_FAILED : 0;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""ppipe-bench: argument errors, preload checks, and verification that can fail.
+
+usage: test-bench-cli.py PPIPE_BENCH PASSTHRU_LIB CORRUPT_LIB
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BENCH, PASSTHRU, CORRUPT = sys.argv[1:4]
+failures = []
+
+
+def run(args, env_extra=None, preload=None):
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if preload:
+        env["LD_PRELOAD"] = preload
+    env.update(env_extra or {})
+    return subprocess.run([BENCH] + args, env=env, capture_output=True, text=True, timeout=60)
+
+
+def check(cond, what, proc=None):
+    if not cond:
+        detail = f"\n  rc={proc.returncode} stderr={proc.stderr.strip()!r}" if proc else ""
+        failures.append(what + detail)
+
+
+# Bad input: exit 2 and one line on stderr that names the problem.
+BAD = [
+    (["-s", "0"], "--size"),
+    (["-s", "12x"], "--size"),
+    (["-s", "-5"], "--size"),
+    (["-s", "1G"], "--size"),
+    (["-w", "0"], "--writers"),
+    (["-w", "abc"], "--writers"),
+    (["-r", "100000"], "--readers"),
+    (["-d", "0"], "--duration"),
+    (["-d", "-1"], "--duration"),
+    (["-d", "soon"], "--duration"),
+    (["-p", "3G"], "--pipe-size"),
+    (["--mode", "fibers"], "--mode"),
+    (["--cpus-writers", "1-"], "--cpus-writers"),
+    (["--pressure-limit", "1M"], "--pressure-limit"),
+    (["--bogus"], "--bogus"),
+    (["-s"], "-s"),
+    (["stray"], "stray"),
+    (["--verify", "-w", "17"], "--verify"),
+]
+for args, needle in BAD:
+    p = run(args + ["-d", "0.01"] if "-d" not in args else args)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode == 2, f"{args}: exit 2 expected", p)
+    check(len(lines) == 1 and needle in lines[0], f"{args}: one line naming {needle!r}", p)
+
+# A pipe size above pipe-max-size is an environment error for non-root only;
+# an unknown --expect-preload is always one.
+p = run(["-d", "0.01", "--expect-preload", "/nonexistent/libnothing.so"])
+check(p.returncode == 3 and "not loaded" in p.stderr, "--expect-preload of a missing lib", p)
+p = run(["-d", "0.01", "--expect-preload", PASSTHRU])
+check(p.returncode == 3, "--expect-preload of a lib that is not preloaded", p)
+p = run(["-d", "0.01", "--expect-preload", PASSTHRU, "--json"], preload=PASSTHRU)
+check(p.returncode == 0, "--expect-preload with the lib preloaded", p)
+
+# A JSON result has the documented keys and sane values.
+p = run(["-d", "0.2", "-s", "32678", "-w", "2", "-r", "3", "--json"], preload=PASSTHRU)
+check(p.returncode == 0, "threads run", p)
+if p.returncode == 0:
+    r = json.loads(p.stdout)
+    for key in ("tool", "version", "mode", "writers", "readers", "size", "pipe_size",
+                "mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns", "lat_p99_ns",
+                "lat_p999_ns", "lat_max_ns", "per_writer", "pressure", "preloaded"):
+        check(key in r, f"JSON has {key}")
+    check(r.get("mode") == "threads" and r.get("writers") == 2 and r.get("readers") == 3,
+          "JSON echoes the configuration")
+    check(r.get("mbps", 0) > 0 and r.get("writes", 0) > 0, "JSON reports progress")
+    check(r.get("bytes") == r.get("bytes_read"), "every byte written was read")
+    check(len(r.get("per_writer", [])) == 2, "one per_writer entry per writer")
+    check(r["lat_p50_ns"] <= r["lat_p99_ns"] <= r["lat_p999_ns"] <= r["lat_max_ns"],
+          "percentiles are ordered")
+    check(r["pipe_size"] == 1048576, "pipe resized to 1 MiB")
+    check(any(os.path.basename(x) == os.path.basename(PASSTHRU) for x in r["preloaded"]),
+          "preloaded names the library")
+
+# Verification passes through the pass-through library, with interleaving
+# writers, and fails through the corrupting one, in both modes.
+for mode in ("threads", "procs"):
+    for w, r_, size in ((1, 1, 65536), (5, 10, 65536), (3, 2, 32678), (2, 2, 1)):
+        if mode == "procs" and w * r_ > 10:
+            continue
+        args = ["--mode", mode, "-w", str(w), "-r", str(r_), "-s", str(size), "-d", "0.2",
+                "--verify", "--json"]
+        p = run(args, preload=PASSTHRU)
+        check(p.returncode == 0 and json.loads(p.stdout or "{}").get("verified") is True,
+              f"verify passes: {mode} w={w} r={r_} s={size}", p)
+    for how in ("flip", "drop", "dup"):
+        args = ["--mode", mode, "-w", "2", "-r", "2", "-s", "4096", "-d", "0.2", "--verify"]
+        p = run(args, preload=CORRUPT,
+                env_extra={"PPIPE_TEST_CORRUPT": how, "PPIPE_TEST_CORRUPT_EVERY": "20"})
+        check(p.returncode == 1 and "verification failed" in p.stderr,
+              f"verify catches {how} ({mode})", p)
+
+# Even without --verify, a lost byte shows up in the byte count.
+p = run(["-s", "4096", "-d", "0.2"], preload=CORRUPT,
+        env_extra={"PPIPE_TEST_CORRUPT": "drop", "PPIPE_TEST_CORRUPT_EVERY": "5"})
+check(p.returncode == 1 and "verification failed" in p.stderr, "byte count catches a drop", p)
+
+# --memory-pressure fails fast, naming stress-ng, when it is not installed.
+with tempfile.TemporaryDirectory() as empty:
+    p = run(["-d", "0.01", "--memory-pressure"], env_extra={"PATH": empty})
+    check(p.returncode == 3 and "stress-ng" in p.stderr, "missing stress-ng is named", p)
+
+for f in failures:
+    print("FAIL:", f)
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)

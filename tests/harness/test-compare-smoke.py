@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""ppipe-compare end to end: the real benchmark, plain pipes vs the pass-through library.
+
+Tiny durations, one repetition: it checks structure and sane values, never timings.
+usage: test-compare-smoke.py PPIPE_COMPARE PPIPE_BENCH PASSTHRU_LIB
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+RUNNER, BENCH, LIB = sys.argv[1:4]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+with tempfile.TemporaryDirectory() as d:
+    out = {k: os.path.join(d, "run." + k) for k in ("json", "csv", "svg")}
+    cmd = [sys.executable, RUNNER, "--quick", "--reps", "1", "--duration", "0.05",
+           "--bench", BENCH, "--lib", LIB, "--env", "PPIPE_SMOKE=1",
+           "--json", out["json"], "--csv", out["csv"], "--svg", out["svg"]]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if p.returncode != 0:
+        print("FAIL: runner exited", p.returncode, p.stderr[-2000:])
+        sys.exit(1)
+    check("->" in p.stdout and "%)" in p.stdout, "the table has 'a -> b (+x%)' cells")
+    check("[1/" in p.stderr, "progress is shown on stderr")
+
+    with open(out["json"]) as f:
+        doc = json.load(f)
+    host = doc.get("host", {})
+    for key in ("kernel", "cpu", "cores", "page_size", "thp", "pipe_max_size"):
+        check(key in host, f"host.{key}")
+    check(host.get("kernel") == os.uname().release, "host.kernel is this kernel")
+    check(doc.get("library", {}).get("env") == {"PPIPE_SMOKE": "1"}, "library env recorded")
+    results = doc.get("results", [])
+    check(len(results) >= 10, f"quick matrix has its configurations ({len(results)})")
+    seen = set()
+    for r in results:
+        key = (r.get("mode"), r.get("writers"), r.get("readers"), r.get("size"))
+        seen.add(key)
+        for side in ("baseline", "shim"):
+            s = r.get(side, {})
+            check(s.get("mbps", 0) > 0, f"{key} {side}.mbps > 0")
+            check(s.get("lat_avg_ns", 0) > 0, f"{key} {side}.lat_avg_ns > 0")
+            check(s.get("lat_p99_ns", 0) >= s.get("lat_p50_ns", 0), f"{key} {side} p99 >= p50")
+            check(len(s.get("reps", [])) == 1, f"{key} {side} has one rep")
+        b, s = r["baseline"]["mbps"], r["shim"]["mbps"]
+        check(abs(r.get("ratio_mbps", 0) - s / b) < 1e-6 * max(1, s / b), f"{key} ratio")
+        check(r.get("pipe_size") == 1048576 and r.get("memory_pressure") is False,
+              f"{key} pipe_size and pressure")
+    for w in (1, 2, 5):
+        for rd in (1, 5, 10):
+            check(("threads", w, rd, 65536) in seen, f"sweep cell {w}x{rd}")
+    check(("procs", 1, 1, 32678) in seen, "procs 32678")
+    check(("threads", 1, 1, 1) in seen, "small writes")
+
+    with open(out["csv"]) as f:
+        rows = list(csv.DictReader(f))
+    check(len(rows) == len(results), "one CSV row per result")
+    ET.parse(out["svg"])
+
+for f in failures:
+    print("FAIL:", f)
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The verification stream: interleaving at any byte boundary passes, and
+ * a flipped, lost, duplicated or foreign byte fails.
+ */
+#include "stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { WRITERS = 5, PER_WRITER = 100003 };
+
+static unsigned char src[WRITERS][PER_WRITER];
+static unsigned char mixed[WRITERS * PER_WRITER + 1];
+static struct stream_check chk;
+static uint64_t written[STREAM_MAX_WRITERS];
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* Interleaves the writers' streams in random runs of 1..9000 bytes. */
+static size_t interleave(void)
+{
+	size_t pos[WRITERS] = { 0 }, out = 0, left = WRITERS * (size_t)PER_WRITER;
+
+	while (left) {
+		unsigned int w = next_rand() % WRITERS;
+		size_t n = 1 + next_rand() % 9000;
+
+		if (n > PER_WRITER - pos[w])
+			n = PER_WRITER - pos[w];
+		memcpy(mixed + out, src[w] + pos[w], n);
+		pos[w] += n;
+		out += n;
+		left -= n;
+	}
+	return out;
+}
+
+/* Feeds @len bytes in random read sizes; returns the checker's verdict. */
+static int check(size_t len)
+{
+	stream_check_init(&chk, WRITERS);
+	for (size_t off = 0; off < len;) {
+		size_t n = 1 + next_rand() % 70000;
+
+		if (n > len - off)
+			n = len - off;
+		if (stream_check_feed(&chk, mixed + off, n))
+			return -1;
+		off += n;
+	}
+	return stream_check_finish(&chk, written);
+}
+
+static int failures;
+
+static void expect(int ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "FAIL: %s (%s)\n", what, chk.error);
+		failures++;
+	}
+}
+
+int main(void)
+{
+	size_t len;
+
+	for (unsigned int w = 0; w < WRITERS; w++) {
+		/* Generated in odd-sized pieces, as partial writes would. */
+		for (uint64_t pos = 0; pos < PER_WRITER;) {
+			size_t n = 1 + next_rand() % 5000;
+
+			if (n > PER_WRITER - pos)
+				n = PER_WRITER - pos;
+			stream_fill(w, pos, src[w] + pos, n);
+			pos += n;
+		}
+		written[w] = PER_WRITER;
+	}
+	/* Different writers' streams differ. */
+	expect(memcmp(src[0], src[1], 4096) != 0, "writer streams differ");
+
+	len = interleave();
+	expect(check(len) == 0, "clean interleaved stream passes");
+
+	mixed[len / 2] ^= 0x01;
+	expect(check(len) != 0, "flipped low bit fails");
+	mixed[len / 2] ^= 0x01;
+
+	mixed[len / 3] ^= 0x10;
+	expect(check(len) != 0, "flipped writer bit fails");
+	mixed[len / 3] ^= 0x10;
+
+	memmove(mixed + 1000, mixed + 1001, len - 1001);
+	expect(check(len - 1) != 0, "lost byte fails");
+	len = interleave();
+
+	memmove(mixed + 5001, mixed + 5000, len - 5000);
+	expect(check(len + 1) != 0, "duplicated byte fails");
+	len = interleave();
+
+	expect(check(len - 1) != 0, "missing tail fails at finish");
+
+	mixed[7] = (unsigned char)(0xf0 | (mixed[7] & 15));
+	expect(check(len) != 0, "byte of an unknown writer fails");
+	expect(strstr(chk.error, "writer 15") != NULL, "error names the unknown writer");
+
+	if (failures)
+		fprintf(stderr, "%d checks failed\n", failures);
+	return failures ? 1 : 0;
+}
