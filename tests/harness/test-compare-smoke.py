@@ -24,7 +24,7 @@ def check(cond, what):
 with tempfile.TemporaryDirectory() as d:
     out = {k: os.path.join(d, "run." + k) for k in ("json", "csv", "svg")}
     cmd = [sys.executable, RUNNER, "--quick", "--reps", "1", "--duration", "0.05",
-           "--bench", BENCH, "--lib", LIB, "--env", "PPIPE_SMOKE=1",
+           "--bench", BENCH, "--lib", LIB, "--env", "PPIPE_SMOKE=1", "--pin", "0:0",
            "--json", out["json"], "--csv", out["csv"], "--svg", out["svg"]]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if p.returncode != 0:
@@ -40,6 +40,7 @@ with tempfile.TemporaryDirectory() as d:
         check(key in host, f"host.{key}")
     check(host.get("kernel") == os.uname().release, "host.kernel is this kernel")
     check(doc.get("library", {}).get("env") == {"PPIPE_SMOKE": "1"}, "library env recorded")
+    check(doc.get("settings", {}).get("pin") == "0:0", "pinning recorded")
     results = doc.get("results", [])
     check(len(results) >= 10, f"quick matrix has its configurations ({len(results)})")
     seen = set()

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Fake ppipe-bench for testing ppipe-compare without timing anything.
+
+Takes the ppipe-bench command line and prints a deterministic JSON result
+built from the arguments: mbps = 1000 + size/1000 + writers*10, multiplied
+by FAKE_BENCH_SHIM_FACTOR (default 1.0) when LD_PRELOAD is set.
+
+Test hooks (environment):
+  FAKE_BENCH_STATE=FILE   invocation counter; adds 0, 5 or 23 MB/s of
+                          deterministic jitter by invocation number
+  FAKE_BENCH_FAIL=N       invocation N (needs FAKE_BENCH_STATE) exits 3
+  FAKE_BENCH_VERIFY_FAIL=1  --verify runs exit 1
+  FAKE_BENCH_RECLAIM=0    --memory-pressure runs report no direct reclaim
+PPIPE_* variables without LD_PRELOAD are an environment error (exit 3), so
+a runner that leaks them into baseline runs is caught.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+PROG = "ppipe-bench"
+
+
+class Parser(argparse.ArgumentParser):
+    """One-line usage errors, exit 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"{PROG}: {message}\n")
+        sys.exit(2)
+
+
+def positive(kind):
+    """argparse type for a positive int or float."""
+    def convert(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"bad value {text!r}")
+        return value
+    return convert
+
+
+def fail(status, message):
+    """One-line error and exit."""
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.exit(status)
+
+
+def invocation():
+    """Bump and return the FAKE_BENCH_STATE counter (0 without it)."""
+    path = os.environ.get("FAKE_BENCH_STATE")
+    if not path:
+        return 0
+    try:
+        with open(path, encoding="ascii") as f:
+            count = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        count = 0
+    count += 1
+    with open(path, "w", encoding="ascii") as f:
+        f.write(f"{count}\n")
+    return count
+
+
+def main():
+    """Parse arguments and print the fake result."""
+    p = Parser(prog=PROG)
+    p.add_argument("--mode", choices=("threads", "procs"), required=True)
+    p.add_argument("-w", type=positive(int), required=True)
+    p.add_argument("-r", type=positive(int), required=True)
+    p.add_argument("-s", type=positive(int), required=True)
+    p.add_argument("-p", type=positive(int), required=True)
+    p.add_argument("-d", type=positive(float), required=True)
+    p.add_argument("--verify", action="store_true")
+    p.add_argument("--memory-pressure", action="store_true")
+    p.add_argument("--cpus-writers")
+    p.add_argument("--cpus-readers")
+    p.add_argument("--expect-preload")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+
+    count = invocation()
+    preload = os.environ.get("LD_PRELOAD", "")
+    preloaded = [x for x in preload.replace(" ", ":").split(":") if x]
+    if a.expect_preload and a.expect_preload not in preloaded:
+        fail(3, f"--expect-preload {a.expect_preload}: not in LD_PRELOAD")
+    if not preloaded and any(k.startswith("PPIPE_") for k in os.environ):
+        fail(3, "PPIPE_* variables set without LD_PRELOAD")
+    if count and os.environ.get("FAKE_BENCH_FAIL") == str(count):
+        fail(3, f"injected failure at invocation {count}")
+    if a.verify and os.environ.get("FAKE_BENCH_VERIFY_FAIL") == "1":
+        fail(1, "verification failed: byte 42 of write 7 differs")
+
+    factor = float(os.environ.get("FAKE_BENCH_SHIM_FACTOR", "1.0")) \
+        if preloaded else 1.0
+    mbps = (1000 + a.s / 1000 + a.w * 10 + (0, 5, 23)[count % 3]) * factor
+    rate = mbps * (1 << 20)
+    writes_per_s = rate / a.s
+    lat = int(500 + a.s * 1e9 / rate * a.w)
+    pressure = None
+    if a.memory_pressure:
+        reclaim = os.environ.get("FAKE_BENCH_RECLAIM", "1") != "0"
+        scans = 1000 if reclaim else 0
+        pressure = {"method": "global", "stressor": "stress-ng --vm 1",
+                    "vmstat_delta": {"pgscan_direct": scans,
+                                     "allocstall": scans // 100},
+                    "memcg_delta": None, "direct_reclaim": reclaim}
+    writes = int(writes_per_s * a.d)
+    per_writer = [{"writes": writes // a.w, "bytes": writes // a.w * a.s,
+                   "lat_avg_ns": lat, "lat_p99_ns": lat * 2,
+                   "lat_max_ns": lat * 20} for _ in range(a.w)]
+    result = {
+        "tool": PROG, "version": "0.0.0-fake", "mode": a.mode,
+        "writers": a.w, "readers": a.r, "size": a.s, "pipe_size": a.p,
+        "duration_s": a.d, "elapsed_s": a.d, "verify": a.verify,
+        "verified": True if a.verify else None,
+        "memory_pressure": a.memory_pressure,
+        "writes": writes, "bytes": writes * a.s, "mbps": mbps,
+        "writes_per_s": writes_per_s, "lat_avg_ns": lat,
+        "lat_p50_ns": lat * 95 // 100, "lat_p99_ns": lat * 2,
+        "lat_p999_ns": lat * 5, "lat_max_ns": lat * 20,
+        "per_writer": per_writer, "pressure": pressure,
+        "preloaded": preloaded,
+    }
+    if a.json:
+        print(json.dumps(result))
+    else:
+        print(f"{a.mode} w={a.w} r={a.r} size={a.s}: {mbps:.1f} MB/s, "
+              f"avg {lat} ns")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

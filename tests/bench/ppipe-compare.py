@@ -1,0 +1,1123 @@
+#!/usr/bin/env python3
+"""ppipe-compare: run ppipe-bench on plain pipes and under libppipe, compare.
+
+Runs a matrix of ppipe-bench configurations twice per repetition (baseline
+without LD_PRELOAD, then shim with the preload library), takes medians and
+prints cover-letter shaped tables; optionally writes JSON, CSV and SVG.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from xml.sax.saxutils import escape
+
+PROG = "ppipe-compare"
+VERSION = "@VERSION@"
+DEFAULT_LIB = "@DEFAULT_LIB@"
+BENCH = "@BENCH@"
+
+PIPE_SIZE = 1 << 20
+METRICS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
+           "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
+SIDES = ("baseline", "shim")
+MATRICES = ("sweep", "sizes", "small")
+ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small"}
+PRESETS = {"quick": {"duration": 1.0, "reps": 3},
+           "full": {"duration": 5.0, "reps": 5}}
+CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
+              "memory_pressure", "baseline_mbps", "shim_mbps", "ratio_mbps",
+              "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
+              "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps")
+RESULT_KEYS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
+               "memory_pressure", "baseline", "shim", "ratio_mbps")
+COMPARED = ("mbps", "lat_avg_ns", "lat_p99_ns")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class Fatal(Exception):
+    """A one-line error: message and exit status."""
+
+    def __init__(self, message, status):
+        super().__init__(message)
+        self.status = status
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are a single line on stderr."""
+
+    def error(self, message):
+        sys.stderr.write(f"{PROG}: {message} (see --help)\n")
+        sys.exit(2)
+
+
+def configured(value):
+    """Return a configure_file() value, or "" if it was never substituted."""
+    if len(value) > 1 and value.startswith("@") and value.endswith("@"):
+        return ""
+    return value
+
+
+def version():
+    """The project version, or 'unconfigured' when run from the source."""
+    return configured(VERSION) or "unconfigured"
+
+
+def positive_int(text):
+    """argparse type: integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 1, not {text!r}")
+    return value
+
+
+def positive_float(text):
+    """argparse type: finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a number > 0, not {text!r}")
+    return value
+
+
+def cpu_pin(text):
+    """argparse type: 'WCPUS:RCPUS', each a cpu list such as 0 or 0,2-3."""
+    if not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*:"
+                        r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", text):
+        raise argparse.ArgumentTypeError(
+            f"must look like 0:1 or 0,1:2-3, not {text!r}")
+    return text
+
+
+def run_parser():
+    """Parser for the default (benchmark) command."""
+    p = Parser(prog=PROG, description="Compare ppipe-bench on plain pipes "
+               "and with the libppipe preload library. "
+               f"Also: '{PROG} compare A.json B.json [--side ...]'.")
+    preset = p.add_mutually_exclusive_group()
+    preset.add_argument("--quick", dest="preset", action="store_const",
+                        const="quick", help="quick matrix, 1 s x 3 (default)")
+    preset.add_argument("--full", dest="preset", action="store_const",
+                        const="full", help="full matrix, 5 s x 5")
+    p.set_defaults(preset="quick")
+    p.add_argument("--lib", metavar="PATH",
+                   help="preload library (default: the installed libppipe)")
+    p.add_argument("--env", default="", metavar="'NAME=VALUE ...'",
+                   help="extra environment for shim runs, "
+                   "e.g. 'PPIPE_X=1 PPIPE_Y=2'")
+    p.add_argument("--reps", type=positive_int, metavar="N",
+                   help="repetitions per side")
+    p.add_argument("--duration", type=positive_float, metavar="S",
+                   help="seconds per run")
+    p.add_argument("--pin", type=cpu_pin, metavar="WCPUS:RCPUS",
+                   help="pin writers and readers, e.g. 0:1 (ppipe-bench "
+                   "--cpus-writers/--cpus-readers)")
+    p.add_argument("--memory-pressure", action="store_true",
+                   help="run every configuration under memory pressure")
+    p.add_argument("--verify", action="store_true",
+                   help="verify the data read (ppipe-bench --verify)")
+    p.add_argument("--json", metavar="FILE", help="write results as JSON")
+    p.add_argument("--csv", metavar="FILE", help="write results as CSV")
+    p.add_argument("--svg", metavar="FILE", help="write an SVG report")
+    p.add_argument("--bench", metavar="PATH", help="ppipe-bench binary")
+    p.add_argument("--only", choices=sorted(ONLY_MATRIX),
+                   help="run only one matrix (threads=sweep, procs=sizes)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress on stderr")
+    p.add_argument("--version", action="version",
+                   version=f"{PROG} {version()}")
+    return p
+
+
+def compare_parser():
+    """Parser for the 'compare' command."""
+    p = Parser(prog=f"{PROG} compare",
+               description="Compare two saved --json results, A -> B.")
+    p.add_argument("a", metavar="A.json")
+    p.add_argument("b", metavar="B.json")
+    p.add_argument("--side", choices=("shim", "baseline", "ratio"),
+                   default="shim", help="what to compare (default: shim)")
+    return p
+
+
+# ---------------------------------------------------------------- setup
+
+
+def parse_env(parser, text):
+    """Parse --env into an ordered dict of NAME -> VALUE."""
+    try:
+        items = shlex.split(text)
+    except ValueError as exc:
+        parser.error(f"--env: {exc}")
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not ENV_NAME.match(name):
+            parser.error(f"--env: {item!r} is not NAME=VALUE")
+        if name == "LD_PRELOAD":
+            parser.error("--env: LD_PRELOAD is set from --lib")
+        env[name] = value
+    return env
+
+
+def resolve_lib(arg):
+    """Absolute, symlink-free path of the preload library."""
+    path = arg if arg is not None else configured(DEFAULT_LIB)
+    if not path:
+        raise Fatal(f"{PROG}: no preload library configured: use --lib PATH",
+                    2)
+    if not os.path.isfile(path):
+        where = "--lib" if arg is not None else "default library"
+        raise Fatal(f"{PROG}: {where} {path}: no such file", 2)
+    return os.path.realpath(path)
+
+
+def is_executable(path):
+    """True if path is an executable regular file."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def resolve_bench(arg):
+    """Path of the ppipe-bench executable."""
+    if arg is not None:
+        if not is_executable(arg):
+            raise Fatal(f"{PROG}: --bench {arg}: not an executable file", 2)
+        return os.path.abspath(arg)
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [configured(BENCH), os.path.join(here, "ppipe-bench"),
+                  shutil.which("ppipe-bench")]
+    for path in candidates:
+        if path and is_executable(path):
+            return path
+    raise Fatal(f"{PROG}: ppipe-bench not found: use --bench PATH", 2)
+
+
+def check_output(option, path):
+    """Fail early if an output file's directory does not exist."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise Fatal(f"{PROG}: {option} {path}: directory {folder} "
+                    "is not writable", 2)
+
+
+def build_matrix(preset, only):
+    """List of configurations (dicts) for the preset, optionally filtered."""
+    full = preset == "full"
+
+    def cfg(matrix, mode, w, r, size):
+        return {"matrix": matrix, "mode": mode, "writers": w, "readers": r,
+                "size": size, "pipe_size": PIPE_SIZE}
+
+    sweep = [cfg("sweep", "threads", w, r, 65536)
+             for w in (1, 2, 5) for r in (1, 5, 10)]
+    if full:
+        sweep += [cfg("sweep", "threads", 1, 1, s) for s in (16384, 32678)]
+    sizes = (4096, 32678, 65536, 131072, 262144, 524288, 1048576) if full \
+        else (4096, 32678, 65536, 1048576)
+    small_modes = ("threads", "procs") if full else ("threads",)
+    matrices = {
+        "sweep": sweep,
+        "sizes": [cfg("sizes", "procs", 1, 1, s) for s in sizes],
+        "small": [cfg("small", m, 1, 1, s)
+                  for m in small_modes for s in (1, 128, 4096)],
+    }
+    wanted = [ONLY_MATRIX[only]] if only else MATRICES
+    return [c for m in wanted for c in matrices[m]]
+
+
+def child_envs(lib, extra):
+    """Environments for baseline and shim runs."""
+    base = {k: v for k, v in os.environ.items()
+            if k != "LD_PRELOAD" and not k.startswith("PPIPE_")}
+    shim = dict(base)
+    shim.update(extra)
+    shim["LD_PRELOAD"] = lib
+    return {"baseline": base, "shim": shim}
+
+
+# ---------------------------------------------------------------- running
+
+
+def label(c):
+    """Short human name of a configuration."""
+    text = (f"{c['mode']} w={c['writers']} r={c['readers']} "
+            f"size={c['size']}")
+    if c["pipe_size"] != PIPE_SIZE:
+        text += f" pipe={c['pipe_size']}"
+    if c.get("memory_pressure"):
+        text += " memory-pressure"
+    return text
+
+
+def stderr_line(text):
+    """One line from a child's stderr: its first dynamic-loader complaint
+    (if any) and its first own line, joined."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    loader = [line for line in lines if "ld.so" in line]
+    own = [line for line in lines if "ld.so" not in line]
+    return " / ".join(loader[:1] + own[:1])
+
+
+def bench_command(bench, c, duration, opts, lib):
+    """argv for one ppipe-bench run (lib is None for baseline)."""
+    cmd = [bench, "--mode", c["mode"], "-w", str(c["writers"]),
+           "-r", str(c["readers"]), "-s", str(c["size"]),
+           "-p", str(c["pipe_size"]), "-d", f"{duration:g}"]
+    if opts.get("verify"):
+        cmd.append("--verify")
+    if opts.get("memory_pressure"):
+        cmd.append("--memory-pressure")
+    if opts.get("pin"):
+        wcpus, rcpus = opts["pin"].split(":")
+        cmd += ["--cpus-writers", wcpus, "--cpus-readers", rcpus]
+    if lib is not None:
+        cmd += ["--expect-preload", lib]
+    return cmd + ["--json"]
+
+
+def run_bench(cmd, env, timeout):
+    """Run ppipe-bench; return (exit status, parsed JSON or None, stderr)."""
+    try:
+        proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None, None, f"no result after {timeout:.0f} s"
+    except OSError as exc:
+        return None, None, str(exc)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        data = None
+    return proc.returncode, data, proc.stderr
+
+
+def probe(bench, lib, envs):
+    """Check that the library really preloads into ppipe-bench."""
+    c = {"mode": "threads", "writers": 1, "readers": 1, "size": 4096,
+         "pipe_size": PIPE_SIZE}
+    cmd = bench_command(bench, c, 0.01, {}, lib)
+    status, data, err = run_bench(cmd, envs["shim"], 60)
+    if status != 0 or not isinstance(data, dict):
+        why = stderr_line(err) or (f"exit status {status}" if status
+                                   else "no JSON on stdout")
+        raise Fatal(f"{PROG}: {lib} does not work as a preload library "
+                    f"for {bench}: {why}", 2)
+
+
+def rep_record(c, side, status, data, err, verify):
+    """Validate one bench result; return the per-rep record."""
+    where = f"{label(c)} ({side})"
+    if status == 1 and verify:
+        raise Fatal(f"{PROG}: verification failed: {where}: "
+                    f"{stderr_line(err) or 'exit status 1'}", 1)
+    if status != 0:
+        why = stderr_line(err) or f"exit status {status}"
+        raise Fatal(f"{PROG}: ppipe-bench failed for {where}: {why}", 1)
+    if not isinstance(data, dict):
+        raise Fatal(f"{PROG}: ppipe-bench printed no JSON object for "
+                    f"{where}", 1)
+    if verify and data.get("verified") is False:
+        raise Fatal(f"{PROG}: verification failed: {where}", 1)
+    rec = {}
+    for key in METRICS:
+        value = data.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Fatal(f"{PROG}: ppipe-bench output for {where} has no "
+                        f"numeric {key!r}", 1)
+        rec[key] = value
+    if rec["mbps"] <= 0:
+        raise Fatal(f"{PROG}: ppipe-bench moved no data for {where}", 1)
+    rec["pressure"] = data.get("pressure")
+    return rec
+
+
+def clock(seconds):
+    """Format seconds as m:ss or h:mm:ss."""
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    """Progress reporting on stderr, in place on a terminal."""
+
+    def __init__(self, total_runs, duration, quiet):
+        self.total = total_runs
+        self.duration = duration
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.done = 0
+
+    def show(self, text):
+        """Announce the run about to start."""
+        if self.quiet:
+            return
+        elapsed = time.monotonic() - self.start
+        left = self.total - self.done
+        per_run = elapsed / self.done if self.done else self.duration + 0.1
+        line = (f"{text}  elapsed {clock(elapsed)}  "
+                f"left ~{clock(per_run * left)}")
+        if self.tty:
+            sys.stderr.write("\r" + line + "\x1b[K")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def step(self):
+        """Count a finished run."""
+        self.done += 1
+
+    def finish(self):
+        """End the in-place line."""
+        if not self.quiet and self.tty:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def summarize(reps):
+    """Medians and spread of one side's repetitions."""
+    side = {key: statistics.median(r[key] for r in reps) for key in METRICS}
+    values = [r["mbps"] for r in reps]
+    side["spread_mbps"] = (max(values) - min(values)) / side["mbps"]
+    side["reps"] = reps
+    return side
+
+
+def ratio(a, b):
+    """b / a, or None when either is missing or a is zero."""
+    return b / a if a and b is not None else None
+
+
+def run_matrix(configs, bench, lib, envs, settings, quiet):
+    """Run every configuration and repetition; return the result list."""
+    reps, duration = settings["reps"], settings["duration_s"]
+    opts = {"verify": settings["verify"],
+            "memory_pressure": settings["memory_pressure"],
+            "pin": settings["pin"]}
+    timeout = duration + 120
+    progress = Progress(len(configs) * reps * 2, duration, quiet)
+    results = []
+    try:
+        for i, c in enumerate(configs, 1):
+            c = dict(c, memory_pressure=settings["memory_pressure"])
+            runs = {side: [] for side in SIDES}
+            for rep in range(1, reps + 1):
+                for side in SIDES:
+                    progress.show(f"[{i}/{len(configs)}] {label(c)} "
+                                  f"rep {rep}/{reps} {side}")
+                    side_lib = lib if side == "shim" else None
+                    cmd = bench_command(bench, c, duration, opts, side_lib)
+                    status, data, err = run_bench(cmd, envs[side], timeout)
+                    runs[side].append(rep_record(c, side, status, data, err,
+                                                 opts["verify"]))
+                    progress.step()
+            result = dict(c)
+            for side in SIDES:
+                result[side] = summarize(runs[side])
+            base, shim = result["baseline"], result["shim"]
+            result["ratio_mbps"] = ratio(base["mbps"], shim["mbps"])
+            result["ratio_lat_avg"] = ratio(base["lat_avg_ns"],
+                                            shim["lat_avg_ns"])
+            result["ratio_lat_p99"] = ratio(base["lat_p99_ns"],
+                                            shim["lat_p99_ns"])
+            results.append(result)
+    finally:
+        progress.finish()
+    return results
+
+
+# ---------------------------------------------------------------- host
+
+
+def read_text(path):
+    """Contents of a small file, or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def host_info():
+    """Description of the machine the benchmark ran on."""
+    cpu = None
+    for line in (read_text("/proc/cpuinfo") or "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            cpu = value.strip()
+            break
+    thp = None
+    match = re.search(r"\[(\w+)\]", read_text(
+        "/sys/kernel/mm/transparent_hugepage/enabled") or "")
+    if match:
+        thp = match.group(1)
+    try:
+        pipe_max = int((read_text("/proc/sys/fs/pipe-max-size") or "").strip())
+    except ValueError:
+        pipe_max = None
+    uname = os.uname()
+    return {"kernel": uname.release, "cpu": cpu, "cores": os.cpu_count(),
+            "page_size": os.sysconf("SC_PAGE_SIZE"), "thp": thp,
+            "pipe_max_size": pipe_max, "hostname": uname.nodename}
+
+
+# ---------------------------------------------------------------- text
+
+
+def fmt_num(value):
+    """Compact number: more decimals for small values."""
+    if value is None:
+        return "n/a"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def fmt_delta(a, b):
+    """'(+21%)' for a -> b."""
+    if not a or b is None:
+        return "(n/a)"
+    return f"({int(round((b / a - 1) * 100)):+d}%)"
+
+
+def pair_cells(pairs):
+    """Format (a, b) pairs as equal-width 'a -> b (delta)' cells."""
+    nums = [(fmt_num(a), fmt_num(b)) for a, b in pairs]
+    width = max((len(s) for p in nums for s in p), default=1)
+    return [f"{x:>{width}} -> {y:>{width}} {fmt_delta(a, b):>7}"
+            for (x, y), (a, b) in zip(nums, pairs)]
+
+
+def table_lines(header, rows, indent=4, sep=3):
+    """Align columns: first right-aligned, the others left-aligned."""
+    widths = [max(len(r[i]) for r in [header] + rows)
+              for i in range(len(header))]
+    lines = []
+    for row in [header] + rows:
+        cells = [row[0].rjust(widths[0])]
+        cells += [cell.ljust(w) for cell, w in zip(row[1:], widths[1:])]
+        lines.append((" " * indent + (" " * sep).join(cells)).rstrip())
+    return lines
+
+
+def human_bytes(n):
+    """1048576 -> '1 MiB', 65536 -> '64 KiB'."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def pressure_label(mp):
+    """Header words for the memory pressure setting."""
+    return "under memory pressure" if mp else "no memory pressure"
+
+
+def group_by(rows, fields):
+    """Group (result, a, b) rows by result fields, keeping first-seen order."""
+    groups = {}
+    for row in rows:
+        groups.setdefault(tuple(row[0][f] for f in fields), []).append(row)
+    return groups
+
+
+_SHIM = {"name": "libppipe"}
+
+
+def set_shim_name(path):
+    """Names the preload side after its library: libppipe, libppipe-passthru..."""
+    base = os.path.basename(path or "") or "libppipe"
+    _SHIM["name"] = base[:-3] if base.endswith(".so") else base
+
+
+def shim_name():
+    """The label of the preload side in tables and pictures."""
+    return _SHIM["name"]
+
+
+class View:
+    """What a set of tables shows: metrics, arrow label, header note."""
+
+    def __init__(self, metrics, arrow, note, ratio_head):
+        self.metrics = metrics      # [(long title, short title, key)]
+        self.arrow = arrow
+        self.note = note
+        self.ratio_head = ratio_head
+
+
+RUN_METRICS = [("Throughput in MB/s", "MB/s", "mbps"),
+               ("Avg write latency in ns", "avg ns", "lat_avg_ns"),
+               ("p99 write latency in ns", "p99 ns", "lat_p99_ns")]
+RATIO_METRICS = [("Throughput ratio libppipe/plain", "MB/s ratio", "mbps"),
+                 ("Avg latency ratio libppipe/plain", "avg ratio",
+                  "lat_avg_ns"),
+                 ("p99 latency ratio libppipe/plain", "p99 ratio",
+                  "lat_p99_ns")]
+
+
+def grid_tables(key, rows, view):
+    """Writers x readers tables for one sweep group."""
+    mode, size, pipe, mp = key
+    lines = [f"== {mode}: {size} B writes, {human_bytes(pipe)} pipe, "
+             f"{pressure_label(mp)} ({view.note}) ==", ""]
+    writers = sorted({r[0]["writers"] for r in rows})
+    readers = sorted({r[0]["readers"] for r in rows})
+    for title, _, metric in view.metrics:
+        pairs = [(r[1][metric], r[2][metric]) for r in rows]
+        text = dict(zip(((r[0]["writers"], r[0]["readers"]) for r in rows),
+                        pair_cells(pairs)))
+        header = ["writers"] + [f"readers={n}" for n in readers]
+        body = [[str(w)] + [text.get((w, n), "-") for n in readers]
+                for w in writers]
+        lines.append(f"  {title} ({view.arrow}, delta):")
+        lines += table_lines(header, body)
+    return lines
+
+
+def size_table(key, rows, view, what):
+    """One row per write size for a (mode, writers, readers) group."""
+    mode, w, r, pipe, mp = key
+    lines = [f"== {mode} {w}x{r}, {human_bytes(pipe)} pipe, "
+             f"{pressure_label(mp)}: {what} ({view.note}) ==", ""]
+    rows = sorted(rows, key=lambda row: row[0]["size"])
+    columns = [pair_cells([(row[1][m], row[2][m]) for row in rows])
+               for _, _, m in view.metrics]
+    header = ["size"] + [f"{short} {view.arrow} (delta)"
+                         for _, short, _ in view.metrics] + [view.ratio_head]
+    body = []
+    for i, row in enumerate(rows):
+        rat = ratio(row[1]["mbps"], row[2]["mbps"])
+        body.append([str(row[0]["size"])] + [col[i] for col in columns]
+                    + [f"{rat:.3f}" if rat is not None else "n/a"])
+    return lines + table_lines(header, body, indent=2)
+
+
+def report_tables(rows, view):
+    """All tables for (result, a, b) rows, grouped by matrix."""
+    lines = []
+    for matrix, mrows in group_by(rows, ("matrix",)).items():
+        if matrix[0] == "sweep":
+            groups = group_by(mrows, ("mode", "size", "pipe_size",
+                                      "memory_pressure"))
+            for key, grows in groups.items():
+                lines += grid_tables(key, grows, view) + [""]
+        else:
+            what = ("small writes, goal: no regression"
+                    if matrix[0] == "small" else "write-size sweep")
+            groups = group_by(mrows, ("mode", "writers", "readers",
+                                      "pipe_size", "memory_pressure"))
+            for key, grows in groups.items():
+                lines += size_table(key, grows, view, what) + [""]
+    return lines
+
+
+def summary_line(rows, what):
+    """Geometric mean, min and max of b/a throughput per matrix."""
+    parts = []
+    for matrix, mrows in group_by(rows, ("matrix",)).items():
+        values = [ratio(r[1]["mbps"], r[2]["mbps"]) for r in mrows]
+        values = [v for v in values if v]
+        if not values:
+            continue
+        geo = math.exp(statistics.fmean(math.log(v) for v in values))
+        parts.append(f"{matrix[0]} geomean {geo:.3f} "
+                     f"(min {min(values):.3f}, max {max(values):.3f}, "
+                     f"{len(values)} configs)")
+    return f"Summary, {what} MB/s: " + "; ".join(parts)
+
+
+def spread_line(results):
+    """The largest spread of MB/s across repetitions."""
+    worst = max(((r[s]["spread_mbps"], r, s) for r in results for s in SIDES),
+                key=lambda t: t[0])
+    return (f"Max spread of MB/s across reps ((max-min)/median): "
+            f"{worst[0] * 100:.1f}% ({worst[1]['matrix']} {label(worst[1])}, "
+            f"{worst[2]})")
+
+
+def no_reclaim_warning(results):
+    """Warning lines for pressure runs that saw no direct reclaim."""
+    bad = []
+    for r in results:
+        for side in SIDES:
+            reps = r[side]["reps"]
+            n = sum(1 for rep in reps
+                    if not (rep["pressure"] or {}).get("direct_reclaim"))
+            if n:
+                bad.append(f"{label(r)} {side} ({n} of {len(reps)})")
+    if not bad:
+        return []
+    bar = "!" * 72
+    return [bar,
+            "!! WARNING: these runs saw NO direct reclaim; their numbers are",
+            "!! not \"under memory pressure\" numbers:"] + \
+           [f"!!   {b}" for b in bad] + [bar, ""]
+
+
+def run_report(results, settings):
+    """The text report for a finished run."""
+    rows = [(r, r["baseline"], r["shim"]) for r in results]
+    view = View(RUN_METRICS, f"plain -> {shim_name()}",
+                f"median of {settings['reps']}", "ratio")
+    warning = no_reclaim_warning(results) if settings["memory_pressure"] \
+        else []
+    lines = warning + report_tables(rows, view)
+    lines += [summary_line(rows, f"{shim_name()}/plain"), spread_line(results)]
+    if warning:
+        lines.append("WARNING: some runs saw no direct reclaim (see top).")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- files
+
+
+def write_json(path, doc):
+    """Save the full result document."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+def write_csv(path, results):
+    """One row per configuration."""
+    def cell(value):
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return "" if value is None else value
+
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(CSV_FIELDS)
+        for r in results:
+            flat = dict(r)
+            for side in SIDES:
+                for key in ("mbps", "lat_avg_ns", "lat_p99_ns",
+                            "spread_mbps"):
+                    flat[f"{side}_{key}"] = r[side][key]
+            out.writerow([cell(flat[k]) for k in CSV_FIELDS])
+
+
+def size_label(n):
+    """Tick label for a write size: 4K, 32K, 1M, 128."""
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.3g}M"
+    if n >= 1 << 10:
+        return f"{round(n / 1024)}K"
+    return str(n)
+
+
+def ratio_colour(value):
+    """Diverging colour around 1.0: red below, white at 1.0, green above.
+
+    Returns (fill, text colour). Saturates at 0.71x and 1.41x.
+    """
+    if not value:
+        return "#cccccc", "#000000"
+    t = max(-1.0, min(1.0, math.log2(value) / 0.5))
+    end = (215, 48, 39) if t < 0 else (26, 152, 80)
+    mix = [round(255 + (e - 255) * abs(t)) for e in end]
+    return "#%02x%02x%02x" % tuple(mix), "#ffffff" if abs(t) > 0.65 else \
+        "#000000"
+
+
+class Svg:
+    """Minimal SVG builder."""
+
+    def __init__(self):
+        self.parts = []
+
+    def text(self, x, y, content, size=12, anchor="start", weight="normal",
+             fill="#000000", rotate=None, cls=None):
+        """Add escaped text."""
+        extra = f' transform="rotate({rotate} {x:.1f} {y:.1f})"' \
+            if rotate is not None else ""
+        extra += f' class="{cls}"' if cls else ""
+        self.parts.append(
+            f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" '
+            f'text-anchor="{anchor}" font-weight="{weight}" '
+            f'fill="{fill}"{extra}>{escape(str(content))}</text>')
+
+    def line(self, x1, y1, x2, y2, stroke="#000000", width=1, dash=None):
+        """Add a line."""
+        extra = f' stroke-dasharray="{dash}"' if dash else ""
+        self.parts.append(
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
+            f'stroke="{stroke}" stroke-width="{width}"{extra}/>')
+
+    def rect(self, x, y, w, h, fill, cls=None, title=None, stroke="#ffffff"):
+        """Add a rectangle, optionally with a hover title."""
+        attrs = (f'x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" '
+                 f'fill="{fill}" stroke="{stroke}"')
+        if cls:
+            attrs += f' class="{cls}"'
+        if title:
+            self.parts.append(f"<rect {attrs}><title>{escape(title)}</title>"
+                              "</rect>")
+        else:
+            self.parts.append(f"<rect {attrs}/>")
+
+    def raw(self, markup):
+        """Add pre-built markup."""
+        self.parts.append(markup)
+
+
+SVG_WIDTH = 960
+BASE_COLOUR = "#e08214"
+SHIM_COLOUR = "#2166ac"
+
+
+def svg_heatmap(svg, y, key, rows):
+    """Writers x readers ratio heatmap; returns the next free y."""
+    mode, size, pipe, mp = key
+    writers = sorted({r["writers"] for r in rows})
+    readers = sorted({r["readers"] for r in rows})
+    cw, ch, left = 170, 64, 110
+    svg.text(20, y + 18, f"Throughput ratio {shim_name()}/plain: {mode}, "
+             f"{size_label(size)} writes, {human_bytes(pipe)} pipe, "
+             f"{pressure_label(mp)}", size=15, weight="bold")
+    top = y + 70
+    svg.text(left + cw * len(readers) / 2, top - 24, "readers", size=13,
+             anchor="middle", weight="bold")
+    svg.text(left - 62, top + ch * len(writers) / 2, "writers", size=13,
+             anchor="middle", weight="bold", rotate=-90)
+    for j, n in enumerate(readers):
+        svg.text(left + cw * (j + 0.5), top - 6, f"{n}", anchor="middle")
+    for i, w in enumerate(writers):
+        svg.text(left - 10, top + ch * (i + 0.5) + 4, f"{w}", anchor="end")
+    cells = {(r["writers"], r["readers"]): r for r in rows}
+    for i, w in enumerate(writers):
+        for j, n in enumerate(readers):
+            r = cells.get((w, n))
+            x, cy = left + cw * j, top + ch * i
+            if r is None:
+                svg.rect(x, cy, cw, ch, "#eeeeee")
+                continue
+            fill, ink = ratio_colour(r["ratio_mbps"])
+            base, shim = r["baseline"]["mbps"], r["shim"]["mbps"]
+            svg.rect(x, cy, cw, ch, fill, cls="heatmap-cell",
+                     title=f"{label(r)}: {base:.0f} -> {shim:.0f} MB/s")
+            svg.text(x + cw / 2, cy + 28, f"{fmt_num(r['ratio_mbps'])}x",
+                     size=17, anchor="middle", weight="bold", fill=ink)
+            svg.text(x + cw / 2, cy + 48, f"{base:.0f} \u2192 {shim:.0f} MB/s",
+                     size=11, anchor="middle", fill=ink)
+    svg_colour_key(svg, left + cw * len(readers) + 40, top,
+                   max(ch * len(writers), 120))
+    return top + max(ch * len(writers), 120) + 30
+
+
+def svg_colour_key(svg, x, y, height):
+    """Vertical colour bar for the diverging ratio scale."""
+    steps = 24
+    for k in range(steps):
+        value = 2 ** (0.5 - k / (steps - 1))        # 1.41 down to 0.71
+        svg.rect(x, y + height * k / steps, 18, height / steps + 0.5,
+                 ratio_colour(value)[0], stroke="none")
+    svg.rect(x, y, 18, height, "none", stroke="#666666")
+    svg.text(x, y - 8, "ratio", size=11)
+    for value, frac in ((1.41, 0.0), (1.0, 0.5), (0.71, 1.0)):
+        svg.text(x + 24, y + height * frac + 4, f"{value:.2f}x", size=11)
+
+
+def nice_step(span, ticks=5):
+    """A 1/2/5 x 10^k step giving about `ticks` intervals over span."""
+    raw = span / ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    for mult in (1, 2, 5, 10):
+        if mult * mag >= raw:
+            return mult * mag
+    return 10 * mag
+
+
+def svg_size_chart(svg, y, key, rows):
+    """Throughput against write size, one line per side; returns next y."""
+    mode, w, r, pipe, mp = key
+    rows = sorted(rows, key=lambda row: row["size"])
+    svg.text(20, y + 18, f"Throughput vs write size: {mode} {w}x{r}, "
+             f"{human_bytes(pipe)} pipe, {pressure_label(mp)}",
+             size=15, weight="bold")
+    x0, y0, pw, ph = 100, y + 40, SVG_WIDTH - 160, 280
+    logs = [math.log2(row["size"]) for row in rows]
+    lo, hi = min(logs) - 0.4, max(logs) + 0.4
+    top = max(row[s]["mbps"] for row in rows for s in SIDES) * 1.1
+    step = nice_step(top)
+    top = math.ceil(top / step) * step
+
+    def px(size):
+        return x0 + (math.log2(size) - lo) / (hi - lo) * pw
+
+    def py(value):
+        return y0 + ph - value / top * ph
+
+    for k in range(int(round(top / step)) + 1):
+        tick = k * step
+        svg.line(x0, py(tick), x0 + pw, py(tick), stroke="#dddddd")
+        svg.text(x0 - 8, py(tick) + 4, f"{tick:g}", size=11, anchor="end")
+    for row in rows:
+        svg.line(px(row["size"]), y0 + ph, px(row["size"]), y0 + ph + 5)
+        svg.text(px(row["size"]), y0 + ph + 19, size_label(row["size"]),
+                 size=11, anchor="middle")
+    svg.line(x0, y0 + ph, x0 + pw, y0 + ph)
+    svg.line(x0, y0, x0, y0 + ph)
+    svg.text(x0 + pw / 2, y0 + ph + 40, "write size (bytes, log2 scale)",
+             size=13, anchor="middle")
+    svg.text(x0 - 62, y0 + ph / 2, "throughput (MB/s)", size=13,
+             anchor="middle", rotate=-90)
+    for side, colour, name in (("baseline", BASE_COLOUR, "plain pipe"),
+                               ("shim", SHIM_COLOUR, shim_name())):
+        points = " ".join(f"{px(row['size']):.1f},{py(row[side]['mbps']):.1f}"
+                          for row in rows)
+        svg.raw(f'<polyline class="series {side}" points="{points}" '
+                f'fill="none" stroke="{colour}" stroke-width="2.5"/>')
+        for row in rows:
+            tip = escape(f"{name}, {row['size']} B: "
+                         f"{row[side]['mbps']:.0f} MB/s")
+            svg.raw(f'<circle class="point {side}" '
+                    f'cx="{px(row["size"]):.1f}" '
+                    f'cy="{py(row[side]["mbps"]):.1f}" r="4" '
+                    f'fill="{colour}"><title>{tip}</title></circle>')
+    for k, (colour, name) in enumerate(((BASE_COLOUR, "plain pipe"),
+                                        (SHIM_COLOUR, shim_name()))):
+        lx = SVG_WIDTH - 250 + 120 * k
+        svg.line(lx, y + 14, lx + 30, y + 14, stroke=colour, width=2.5)
+        svg.text(lx + 36, y + 18, name, size=12)
+    return y0 + ph + 66
+
+
+def svg_small_table(svg, y, rows):
+    """Small-write results as a table with coloured ratio cells."""
+    svg.text(20, y + 18, "Small writes (goal: no regression)", size=15,
+             weight="bold")
+    cols = [(30, "mode"), (150, "writers x readers"), (310, "size (B)"),
+            (430, "plain MB/s"), (570, f"{shim_name()} MB/s"), (730, "ratio")]
+    head = y + 46
+    for x, name in cols:
+        svg.text(x, head, name, size=12, weight="bold")
+    svg.line(20, head + 6, SVG_WIDTH - 20, head + 6, stroke="#999999")
+    for k, r in enumerate(rows):
+        ry = head + 12 + 24 * k
+        fill, ink = ratio_colour(r["ratio_mbps"])
+        svg.raw('<g class="small-row">')
+        svg.rect(720, ry, 110, 22, fill, title=label(r))
+        values = (r["mode"], f"{r['writers']}x{r['readers']}", r["size"],
+                  fmt_num(r["baseline"]["mbps"]), fmt_num(r["shim"]["mbps"]))
+        for (x, _), value in zip(cols, values):
+            svg.text(x, ry + 16, value, size=12)
+        svg.text(730, ry + 16, f"{fmt_num(r['ratio_mbps'])}x", size=12,
+                 weight="bold", fill=ink)
+        svg.raw("</g>")
+    return head + 12 + 24 * len(rows) + 30
+
+
+def svg_report(doc):
+    """The whole SVG report as a string."""
+    host, lib, st = doc["host"], doc["library"], doc["settings"]
+    results = doc["results"]
+    set_shim_name(lib["path"])
+    body = Svg()
+    body.text(20, 32, f"{shim_name()} vs plain pipes (ppipe-compare "
+              f"{doc['version']})", size=20, weight="bold")
+    dot = " \u00b7 "
+    body.text(20, 54, f"kernel {host['kernel']}{dot}{host['cpu'] or 'cpu ?'}"
+              f"{dot}{host['cores']} cores{dot}{doc['created']}", size=12)
+    env = " ".join(f"{k}={v}" for k, v in lib["env"].items())
+    body.text(20, 72, f"library {lib['path']}" + (f" ({env})" if env else ""),
+              size=12)
+    body.text(20, 90, f"{st['matrix']} matrix, median of {st['reps']} x "
+              f"{st['duration_s']:g} s runs per side, "
+              f"{pressure_label(st['memory_pressure'])}", size=12)
+    y = 110
+    by_matrix = {m: [r for r in results if r["matrix"] == m]
+                 for m in MATRICES}
+    sweep_groups = {}
+    for r in by_matrix["sweep"]:
+        key = (r["mode"], r["size"], r["pipe_size"], r["memory_pressure"])
+        sweep_groups.setdefault(key, []).append(r)
+    for key, rows in sweep_groups.items():
+        y = svg_heatmap(body, y, key, rows)
+    size_groups = {}
+    for r in by_matrix["sizes"]:
+        key = (r["mode"], r["writers"], r["readers"], r["pipe_size"],
+               r["memory_pressure"])
+        size_groups.setdefault(key, []).append(r)
+    for key, rows in size_groups.items():
+        y = svg_size_chart(body, y, key, rows)
+    if by_matrix["small"]:
+        y = svg_small_table(body, y, by_matrix["small"])
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" '
+            f'height="{y:.0f}" viewBox="0 0 {SVG_WIDTH} {y:.0f}" '
+            'font-family="sans-serif">\n'
+            f'<rect x="0" y="0" width="{SVG_WIDTH}" height="{y:.0f}" '
+            'fill="#ffffff"/>\n' + "\n".join(body.parts) + "\n</svg>\n")
+
+
+def write_svg(path, doc):
+    """Save the SVG report."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(svg_report(doc))
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_run(argv):
+    """The default command: run the matrix and report."""
+    parser = run_parser()
+    args = parser.parse_args(argv)
+    preset = PRESETS[args.preset]
+    extra_env = parse_env(parser, args.env)
+    settings = {"matrix": args.preset,
+                "reps": args.reps or preset["reps"],
+                "duration_s": args.duration or preset["duration"],
+                "memory_pressure": args.memory_pressure,
+                "verify": args.verify,
+                "pin": args.pin}
+    lib = resolve_lib(args.lib)
+    set_shim_name(lib)
+    bench = resolve_bench(args.bench)
+    for option in ("json", "csv", "svg"):
+        check_output(f"--{option}", getattr(args, option))
+    envs = child_envs(lib, extra_env)
+    probe(bench, lib, envs)
+    configs = build_matrix(args.preset, args.only)
+    results = run_matrix(configs, bench, lib, envs, settings, args.quiet)
+    doc = {"tool": PROG, "version": version(),
+           "created": datetime.datetime.now(datetime.timezone.utc)
+           .strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "argv": [PROG] + list(argv), "host": host_info(),
+           "library": {"path": lib, "env": extra_env},
+           "settings": settings, "results": results}
+    sys.stdout.write(run_report(results, settings))
+    sys.stdout.flush()
+    if args.json:
+        write_json(args.json, doc)
+    if args.csv:
+        write_csv(args.csv, results)
+    if args.svg:
+        write_svg(args.svg, doc)
+    return 0
+
+
+def well_formed(r):
+    """True if a saved result entry has what compare reads."""
+    return isinstance(r, dict) and all(k in r for k in RESULT_KEYS) and all(
+        isinstance(r[s], dict) and all(k in r[s] for k in COMPARED)
+        for s in SIDES)
+
+
+def load_result(path):
+    """Load and sanity-check a saved --json result."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise Fatal(f"{PROG}: compare: {path}: {exc.strerror}", 2) from None
+    except ValueError:
+        raise Fatal(f"{PROG}: compare: {path}: not a ppipe-compare result "
+                    "(not JSON)", 2) from None
+    problem = None
+    if not isinstance(doc, dict) or doc.get("tool") != PROG:
+        problem = "tool is not ppipe-compare"
+    elif not isinstance(doc.get("results"), list) or not doc["results"]:
+        problem = "no results"
+    elif not all(well_formed(r) for r in doc["results"]):
+        problem = "malformed result entry"
+    if problem:
+        raise Fatal(f"{PROG}: compare: {path}: not a ppipe-compare result "
+                    f"({problem})", 2)
+    return doc
+
+
+def result_key(r):
+    """What makes two results comparable."""
+    return (r["mode"], r["writers"], r["readers"], r["size"], r["pipe_size"],
+            r["memory_pressure"])
+
+
+def side_values(r, side):
+    """The values compared for one result: a side's medians or the ratios."""
+    if side != "ratio":
+        return r[side]
+    return {"mbps": r.get("ratio_mbps"), "lat_avg_ns": r.get("ratio_lat_avg"),
+            "lat_p99_ns": r.get("ratio_lat_p99")}
+
+
+def describe(tag, path, doc):
+    """One-line description of a saved run."""
+    host = doc.get("host") or {}
+    lib = doc.get("library") or {}
+    env = " ".join(f"{k}={v}" for k, v in (lib.get("env") or {}).items())
+    return (f"{tag}: {path}: {doc.get('created', '?')}, kernel "
+            f"{host.get('kernel', '?')}, cpu {host.get('cpu') or '?'}, "
+            f"library {lib.get('path', '?')}" + (f" {env}" if env else ""))
+
+
+def cmd_compare(argv):
+    """The 'compare' command."""
+    args = compare_parser().parse_args(argv)
+    doc_a, doc_b = load_result(args.a), load_result(args.b)
+    by_key_b = {result_key(r): r for r in doc_b["results"]}
+    keys_a = {result_key(r) for r in doc_a["results"]}
+    rows = [(a, side_values(a, args.side),
+             side_values(by_key_b[result_key(a)], args.side))
+            for a in doc_a["results"] if result_key(a) in by_key_b]
+    reps = [(d.get("settings") or {}).get("reps", "?") for d in (doc_a, doc_b)]
+    what = {"shim": "libppipe runs", "baseline": "plain-pipe runs",
+            "ratio": "libppipe/plain ratios"}[args.side]
+    view = View(RATIO_METRICS if args.side == "ratio" else RUN_METRICS,
+                "A -> B", f"A: median of {reps[0]}, B: median of {reps[1]}",
+                "B/A")
+    lines = [describe("A", args.a, doc_a), describe("B", args.b, doc_b),
+             f"Comparing {what} ({args.side}): A -> B", ""]
+    lines += report_tables(rows, view)
+    if rows:
+        lines.append(summary_line(rows, f"B/A {args.side}"))
+    only_a = [r for r in doc_a["results"] if result_key(r) not in by_key_b]
+    only_b = [r for r in doc_b["results"] if result_key(r) not in keys_a]
+    for tag, missing in (("A", only_a), ("B", only_b)):
+        if missing:
+            lines.append(f"Only in {tag} ({len(missing)}):")
+            lines += [f"  {r['matrix']} {label(r)}" for r in missing]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def main(argv):
+    """Entry point: dispatch to 'compare' or the benchmark run."""
+    try:
+        if argv and argv[0] == "compare":
+            return cmd_compare(argv[1:])
+        return cmd_run(argv)
+    except Fatal as exc:
+        sys.stderr.write(f"{exc}\n")
+        return exc.status
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{PROG}: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Test ppipe-compare against fake-bench.py.
+
+Usage: test-compare.py RUNNER FAKEBENCH
+Exit 0 on success, 1 on failure, 77 to skip.
+"""
+
+import csv
+import json
+import math
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+MEDIANS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
+           "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
+REP_KEYS = set(MEDIANS) | {"pressure"}
+HOST_KEYS = {"kernel", "cpu", "cores", "page_size", "thp", "pipe_max_size",
+             "hostname"}
+RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
+               "memory_pressure", "baseline", "shim", "ratio_mbps",
+               "ratio_lat_avg", "ratio_lat_p99"}
+CSV_FIELDS = ["matrix", "mode", "writers", "readers", "size", "pipe_size",
+              "memory_pressure", "baseline_mbps", "shim_mbps", "ratio_mbps",
+              "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
+              "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps"]
+SHIM_FACTOR = 1.21
+CELL = re.compile(r"\d+(?:\.\d+)? +-> +\d+(?:\.\d+)? +\([+-]\d+%\)")
+
+
+class Failure(Exception):
+    """A failed check."""
+
+
+def check(cond, what):
+    """Raise Failure(what) unless cond."""
+    if not cond:
+        raise Failure(what)
+
+
+def close(a, b, rel=1e-9):
+    """Float comparison."""
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+
+
+class Runner:
+    """Runs ppipe-compare in a scratch directory."""
+
+    def __init__(self, runner, fake, tmp):
+        self.runner = runner
+        self.tmp = tmp
+        self.lib = os.path.join(tmp, "libdummy.so")
+        open(self.lib, "w", encoding="ascii").close()
+        self.bench = os.path.join(tmp, "ppipe-bench")
+        with open(self.bench, "w", encoding="ascii") as f:
+            f.write("#!/bin/sh\nexec %s %s \"$@\"\n"
+                    % (shlex.quote(sys.executable), shlex.quote(fake)))
+        os.chmod(self.bench, 0o755)
+        self.counter = 0
+
+    def path(self, name):
+        """A file in the scratch directory."""
+        return os.path.join(self.tmp, name)
+
+    def run(self, args, env=None, script=None):
+        """Run the runner (fresh fake state); return CompletedProcess."""
+        self.counter += 1
+        child_env = dict(os.environ)
+        child_env.pop("LD_PRELOAD", None)
+        state = self.path(f"state{self.counter}")
+        child_env.update({"FAKE_BENCH_STATE": state,
+                          "FAKE_BENCH_SHIM_FACTOR": str(SHIM_FACTOR),
+                          "PPIPE_LEAKED_FROM_PARENT": "1"})
+        child_env.update(env or {})
+        return subprocess.run([sys.executable, script or self.runner] + args,
+                              env=child_env, capture_output=True, text=True,
+                              timeout=60, check=False)
+
+    def fast(self, *extra):
+        """Arguments for a quick, tiny run."""
+        return ["--only", "small", "--reps", "1", "--bench", self.bench,
+                "--lib", self.lib] + list(extra)
+
+
+def check_side(side, reps, where):
+    """Medians and spread of one side against its reps."""
+    check(len(side["reps"]) == reps, f"{where}: {reps} reps expected")
+    for rep in side["reps"]:
+        check(set(rep) == REP_KEYS, f"{where}: rep keys {sorted(rep)}")
+    for key in MEDIANS:
+        want = statistics.median(rep[key] for rep in side["reps"])
+        check(close(side[key], want), f"{where}: {key} is not the median")
+    values = [rep["mbps"] for rep in side["reps"]]
+    check(close(side["spread_mbps"], (max(values) - min(values))
+                / side["mbps"]), f"{where}: spread_mbps")
+
+
+def check_json(doc, lib):
+    """Schema and arithmetic of the main run's JSON."""
+    for key in ("tool", "version", "created", "argv", "host", "library",
+                "settings", "results"):
+        check(key in doc, f"JSON: missing {key}")
+    check(doc["tool"] == "ppipe-compare", "JSON: tool")
+    check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", doc["created"]),
+          "JSON: created is not ISO 8601 UTC")
+    check(set(doc["host"]) == HOST_KEYS, f"JSON: host keys {doc['host']}")
+    check(doc["library"] == {"path": os.path.realpath(lib),
+                             "env": {"PPIPE_FOO": "1", "PPIPE_BAR": "a b"}},
+          f"JSON: library {doc['library']}")
+    check(doc["settings"] == {"matrix": "quick", "reps": 2, "duration_s": 1.0,
+                              "memory_pressure": False, "verify": False, "pin": None},
+          f"JSON: settings {doc['settings']}")
+    results = doc["results"]
+    counts = {m: sum(r["matrix"] == m for r in results)
+              for m in ("sweep", "sizes", "small")}
+    check(counts == {"sweep": 9, "sizes": 4, "small": 3},
+          f"JSON: matrix sizes {counts}")
+    check(sorted(r["size"] for r in results if r["matrix"] == "sizes")
+          == [4096, 32678, 65536, 1048576], "JSON: sizes matrix")
+    for r in results:
+        where = (f"JSON {r['matrix']} {r['mode']} "
+                 f"{r['writers']}x{r['readers']} {r['size']}")
+        check(set(r) == RESULT_KEYS, f"{where}: keys {sorted(r)}")
+        check(r["pipe_size"] == 1048576, f"{where}: pipe_size")
+        for name in ("baseline", "shim"):
+            check_side(r[name], 2, f"{where} {name}")
+        base, shim = r["baseline"], r["shim"]
+        check(close(r["ratio_mbps"], shim["mbps"] / base["mbps"]),
+              f"{where}: ratio_mbps")
+        check(close(r["ratio_lat_avg"], shim["lat_avg_ns"]
+                    / base["lat_avg_ns"]), f"{where}: ratio_lat_avg")
+        check(close(r["ratio_lat_p99"], shim["lat_p99_ns"]
+                    / base["lat_p99_ns"]), f"{where}: ratio_lat_p99")
+        check(1.1 < r["ratio_mbps"] < 1.35,
+              f"{where}: shim factor not seen ({r['ratio_mbps']})")
+    check(any(r["baseline"]["spread_mbps"] > 0 for r in results),
+          "JSON: fake jitter did not reach the reps")
+
+
+def check_csv(path, results):
+    """CSV header and rows against the JSON."""
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    check(rows[0] == CSV_FIELDS, f"CSV header {rows[0]}")
+    check(len(rows) == 1 + len(results), "CSV: one row per result")
+    for row, r in zip(rows[1:], results):
+        rec = dict(zip(CSV_FIELDS, row))
+        check(rec["matrix"] == r["matrix"] and int(rec["size"]) == r["size"]
+              and int(rec["writers"]) == r["writers"], "CSV: row order")
+        check(rec["memory_pressure"] == "false", "CSV: memory_pressure")
+        check(close(float(rec["ratio_mbps"]), r["ratio_mbps"]),
+              "CSV: ratio_mbps")
+        check(close(float(rec["shim_lat_p99_ns"]), r["shim"]["lat_p99_ns"]),
+              "CSV: shim_lat_p99_ns")
+
+
+def check_svg(path):
+    """SVG well-formed with the expected panels."""
+    root = ET.parse(path).getroot()
+    check(root.tag == SVG_NS + "svg", f"SVG root tag {root.tag}")
+
+    def classed(tag, cls):
+        return [e for e in root.iter(SVG_NS + tag)
+                if cls in e.get("class", "").split()]
+
+    check(len(classed("rect", "heatmap-cell")) == 9, "SVG: 9 heatmap cells")
+    lines = classed("polyline", "series")
+    check(len(lines) == 2, "SVG: two size-sweep lines")
+    for line in lines:
+        check(len(line.get("points").split()) == 4, "SVG: 4 points per line")
+    check(len(classed("g", "small-row")) == 3, "SVG: 3 small-write rows")
+    texts = " ".join("".join(t.itertext()) for t in root.iter(SVG_NS + "text"))
+    for word in ("4K", "32K", "64K", "1M", "MB/s", "writers", "readers"):
+        check(word in texts, f"SVG: no {word!r} label")
+
+
+def check_main_run(t):
+    """The --quick --reps 2 run and everything it wrote."""
+    out = {k: t.path(f"run.{k}") for k in ("json", "csv", "svg")}
+    p = t.run(["--quick", "--reps", "2", "--bench", t.bench, "--lib", t.lib,
+               "--env", "PPIPE_FOO=1 PPIPE_BAR='a b'", "--json", out["json"],
+               "--csv", out["csv"], "--svg", out["svg"]])
+    check(p.returncode == 0, f"main run failed ({p.returncode}): "
+          f"{p.stderr.strip()[-400:]}")
+    with open(out["json"], encoding="utf-8") as f:
+        doc = json.load(f)
+    check_json(doc, t.lib)
+    check_csv(out["csv"], doc["results"])
+    check_svg(out["svg"])
+    cells = [ln for ln in p.stdout.splitlines() if CELL.search(ln)]
+    check(len(cells) >= 3 * 3 + 4 + 3, "stdout: too few 'a -> b (+n%)' lines")
+    for text in ("== threads: 65536 B writes, 1 MiB pipe, no memory pressure "
+                 "(median of 2) ==", "Throughput in MB/s (plain -> libdummy, "
+                 "delta):", "readers=10", "Summary", "Max spread"):
+        check(text in p.stdout, f"stdout: no {text!r}")
+    check("[1/16] threads w=1 r=1 size=65536 rep 1/2 baseline" in p.stderr,
+          "stderr: no progress line")
+    return out["json"], doc
+
+
+def check_compare(t, a_path, doc):
+    """compare A B, with an edited B that lacks one result."""
+    b_doc = json.loads(json.dumps(doc))
+    dropped = b_doc["results"].pop()
+    for r in b_doc["results"]:
+        r["shim"]["mbps"] *= 1.5
+    b_path = t.path("b.json")
+    with open(b_path, "w", encoding="utf-8") as f:
+        json.dump(b_doc, f)
+    p = t.run(["compare", a_path, b_path])
+    check(p.returncode == 0, f"compare failed: {p.stderr.strip()}")
+    check(len([ln for ln in p.stdout.splitlines() if "(+50%)" in ln]) >= 4,
+          "compare: no '(+50%)' rows")
+    check("Only in A (1):" in p.stdout and f"size={dropped['size']}"
+          in p.stdout.split("Only in A")[1], "compare: unmatched not listed")
+    for side in ("baseline", "ratio"):
+        p = t.run(["compare", a_path, b_path, "--side", side])
+        check(p.returncode == 0 and CELL.search(p.stdout),
+              f"compare --side {side}: {p.stderr.strip()}")
+
+
+def check_error(t, args, status, words, env=None):
+    """A run that must fail with a one-line message naming the problem."""
+    p = t.run(args, env=env)
+    lines = p.stderr.strip().splitlines()
+    what = " ".join(args)
+    check(p.returncode != 0 and (status is None or p.returncode == status),
+          f"{what}: exit {p.returncode}, expected {status}")
+    check(lines, f"{what}: nothing on stderr")
+    for word in words:
+        check(word in lines[-1], f"{what}: {word!r} not in {lines[-1]!r}")
+    return lines
+
+
+def check_errors(t, a_path):
+    """Argument and runtime errors."""
+    for args, words in ((["--reps", "0"], ["--reps"]),
+                        (["--reps", "abc"], ["--reps", "abc"]),
+                        (["--duration", "0"], ["--duration"]),
+                        (["--bogus"], ["--bogus"]),
+                        (["--env", "NOEQUALS"], ["--env", "NOEQUALS"]),
+                        (["--pin", "0:x"], ["--pin", "0:x"]),
+                        (["--pin", "01"], ["--pin"]),
+                        (["--lib", t.path("nonexistent.so")],
+                         ["--lib", "nonexistent.so", "no such file"])):
+        lines = check_error(t, args, 2, words)
+        check(len(lines) == 1, f"{args}: more than one line: {lines}")
+    bad = t.path("not-a-result.json")
+    with open(bad, "w", encoding="utf-8") as f:
+        json.dump({"tool": "something-else", "results": []}, f)
+    for args, words in ((["compare", t.path("missing.json"), a_path],
+                         ["missing.json"]),
+                        (["compare", a_path, bad],
+                         ["not-a-result.json", "not a ppipe-compare result"])):
+        lines = check_error(t, args, 2, words)
+        check(len(lines) == 1, f"{args}: more than one line: {lines}")
+    json_out = t.path("never.json")
+    check_error(t, t.fast("--json", json_out), 2, [t.lib, "injected"],
+                env={"FAKE_BENCH_FAIL": "1"})
+    check_error(t, t.fast("--json", json_out), 1,
+                ["threads w=1 r=1 size=128", "injected"],
+                env={"FAKE_BENCH_FAIL": "4"})
+    check_error(t, t.fast("--verify", "--json", json_out), 1,
+                ["verification failed", "threads w=1 r=1 size=1", "baseline"],
+                env={"FAKE_BENCH_VERIFY_FAIL": "1"})
+    check(not os.path.exists(json_out), "output written after a failure")
+
+
+def check_pressure_and_config(t):
+    """No-reclaim warning; configured tokens instead of --bench/--lib;
+    medians of 3 reps."""
+    p = t.run(t.fast("--memory-pressure", "-q"),
+              env={"FAKE_BENCH_RECLAIM": "0"})
+    check(p.returncode == 0, f"pressure run failed: {p.stderr.strip()}")
+    check("WARNING" in p.stdout and "direct reclaim" in p.stdout,
+          "no warning about missing direct reclaim")
+    check(p.stderr.count("rep 1/1") == 0, "-q still printed progress")
+    with open(t.runner, encoding="utf-8") as f:
+        text = f.read()
+    if "@" + "BENCH" + "@" not in text:
+        print("note: RUNNER is already configured; token check skipped")
+        return
+    for token, value in (("VERSION", "9.9.9"), ("DEFAULT_LIB", t.lib),
+                         ("BENCH", t.bench)):
+        text = text.replace("@" + token + "@", value)
+    script = t.path("ppipe-compare")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(text)
+    out = t.path("configured.json")
+    p = t.run(["--only", "small", "--reps", "3", "--json", out], script=script)
+    check(p.returncode == 0, f"configured run failed: {p.stderr.strip()}")
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    for r in doc["results"]:
+        for name in ("baseline", "shim"):
+            check_side(r[name], 3, f"configured {r['size']} {name}")
+    check(doc["version"] == "9.9.9", "configured version not used")
+    check(doc["library"]["path"] == os.path.realpath(t.lib),
+          "configured library not used")
+
+
+def main(argv):
+    """Run all checks."""
+    if len(argv) != 3:
+        sys.stderr.write("usage: test-compare.py RUNNER FAKEBENCH\n")
+        return 1
+    if not sys.platform.startswith("linux") or not os.path.exists("/bin/sh"):
+        print("SKIP: needs Linux and /bin/sh")
+        return 77
+    runner, fake = (os.path.abspath(a) for a in argv[1:])
+    with tempfile.TemporaryDirectory(prefix="ppipe-compare-test.") as tmp:
+        t = Runner(runner, fake, tmp)
+        try:
+            a_path, doc = check_main_run(t)
+            check_compare(t, a_path, doc)
+            check_errors(t, a_path)
+            check_pressure_and_config(t)
+        except Failure as exc:
+            print(f"FAIL: {exc}")
+            return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
