@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file ppipe.h
+ * @brief The few functions an application may call when it links
+ * libppipe directly. Everything else libppipe does through LD_PRELOAD and
+ * needs no call at all.
+ */
+#ifndef PPIPE_H
+#define PPIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PPIPE_VERSION_MAJOR 0
+#define PPIPE_VERSION_MINOR 1
+#define PPIPE_VERSION_PATCH 0
+
+/** Returns the library's version, "major.minor.patch". */
+const char *ppipe_version(void);
+
+/** Process-wide counters, a snapshot. */
+struct ppipe_stats {
+	size_t size; /**< set by the caller to sizeof(struct ppipe_stats) */
+	uint32_t version; /**< set by the library: 1 */
+	uint64_t writes_accelerated; /**< write calls that went in by vmsplice */
+	uint64_t bytes_accelerated; /**< bytes those calls moved */
+	uint64_t writes_passthrough; /**< calls on tracked pipes that took the real call */
+	uint64_t bytes_passthrough; /**< bytes those calls moved */
+	uint64_t fallbacks; /**< accelerated attempts that fell back */
+	uint64_t pool_bytes; /**< ring memory mapped now */
+	uint64_t pool_peak; /**< ring memory mapped at most */
+};
+
+/**
+ * Fills @p out (whose size field the caller sets) with a snapshot.
+ * Returns 0, or -1 with errno EINVAL when @p out is NULL or too small.
+ */
+int ppipe_stats_get(struct ppipe_stats *out);
+
+/**
+ * Writes the JSON statistics object (the PPIPE_STATS format) to @p fd.
+ * Returns 0, or -1 with errno set.
+ */
+int ppipe_stats_dump(int fd);
+
+/**
+ * Waits until every byte written to @p fd through libppipe has reached
+ * the pipe. The vmsplice engine writes synchronously, so this returns 0
+ * at once for any open fd; it is the call to make before handing @p fd to
+ * code that expects all earlier writes to be in the pipe. Returns -1 with
+ * errno EBADF for a closed fd.
+ */
+int ppipe_flush(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+/* The public API of include/ppipe.h. */
+#include "ppipe.h"
+
+#include "compiler.h"
+#include "config.h"
+#include "engine.h"
+#include "init.h"
+#include "log.h"
+#include "pipe.h"
+#include "pool.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+PP_EXPORT const char *ppipe_version(void)
+{
+	return PPIPE_VERSION;
+}
+
+static void sum_pipe(struct pp_pipe *p, void *arg)
+{
+	struct pp_counters *c = arg;
+
+	for (int i = 0; i < PP_CNT_COUNT; i++)
+		c->v[i] += __atomic_load_n(&p->cnt.v[i], __ATOMIC_RELAXED);
+}
+
+PP_EXPORT int ppipe_stats_get(struct ppipe_stats *out)
+{
+	struct pp_counters c;
+
+	if (!out || out->size < sizeof(*out)) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (int i = 0; i < PP_CNT_COUNT; i++)
+		c.v[i] = __atomic_load_n(&pp_totals_closed.v[i], __ATOMIC_RELAXED);
+	pp_pipes_for_each(sum_pipe, &c);
+	*out = (struct ppipe_stats){
+		.size = sizeof(*out),
+		.version = 1,
+		.writes_accelerated = c.v[PP_CNT_writes_accelerated],
+		.bytes_accelerated = c.v[PP_CNT_bytes_accelerated],
+		.writes_passthrough = c.v[PP_CNT_writes_passthrough],
+		.bytes_passthrough = c.v[PP_CNT_bytes_passthrough],
+		.fallbacks = c.v[PP_CNT_fallbacks],
+		.pool_bytes = pp_pool_bytes(),
+		.pool_peak = pp_pool_peak(),
+	};
+	return 0;
+}
+
+PP_EXPORT int ppipe_stats_dump(int fd)
+{
+	long r = pp_sys_fcntl(fd, F_GETFD, 0);
+
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	pp_stats_report_fd(fd);
+	return 0;
+}
+
+PP_EXPORT int ppipe_flush(int fd)
+{
+	long r = pp_sys_fcntl(fd, F_GETFD, 0);
+
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return 0;
+}

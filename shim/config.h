@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration: every PPIPE_* option, parsed once at load from the
+ * environment. options.def is the one list of options; this header and
+ * config.c are generated from it by X-macros.
+ */
+#ifndef PP_CONFIG_H
+#define PP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum pp_mode { PP_MODE_AUTO, PP_MODE_VMSPLICE, PP_MODE_URING, PP_MODE_OFF };
+enum pp_readers { PP_READERS_VERIFY, PP_READERS_TRUST };
+enum pp_thp { PP_THP_AUTO, PP_THP_ON, PP_THP_OFF };
+
+/* Highest fd number a PPIPE_FDS list can name. */
+#define PP_FDS_LIST_MAX 1024
+
+struct pp_fdset {
+	bool all; /* "all" */
+	bool none; /* "none" */
+	uint64_t bits[PP_FDS_LIST_MAX / 64]; /* a list: 1,stdout,7 */
+};
+
+struct pp_config {
+	struct pp_fdset fds; /* PPIPE_FDS */
+	enum pp_mode mode; /* PPIPE_MODE */
+	uint64_t min_write; /* PPIPE_MIN_WRITE, bytes */
+	enum pp_readers readers; /* PPIPE_READERS */
+	char stats[256]; /* PPIPE_STATS: "" or "0" off, "1" stderr, else a path (%p = pid) */
+	bool debug; /* PPIPE_DEBUG */
+	bool verbose; /* PPIPE_VERBOSE */
+	uint64_t ring_size; /* PPIPE_RING_SIZE, bytes per ring; 0 = 2 x pipe capacity */
+	uint64_t pool_max; /* PPIPE_POOL_MAX, bytes for the whole process */
+	uint64_t pool_keep; /* PPIPE_POOL_KEEP, bytes an idle pipe keeps */
+	uint64_t idle_ms; /* PPIPE_IDLE_MS, idle time before a pipe is trimmed */
+	int64_t numa_node; /* PPIPE_NUMA_NODE, -1 = the writer's node */
+	enum pp_thp thp; /* PPIPE_THP */
+};
+
+extern struct pp_config pp_cfg;
+
+/*
+ * Parses the PPIPE_* variables of @envp (NULL-terminated, like environ)
+ * into pp_cfg. Never fails: a bad value prints one line on stderr naming
+ * the variable, the value and what is used instead. Calls no function
+ * that libppipe interposes other than write(2) on fd 2 through
+ * pp_log_raw().
+ */
+void pp_config_load(char *const *envp);
+
+/*
+ * pp_config_load() with the AT_SECURE decision made by the caller (for
+ * tests): @secure ignores PPIPE_STATS paths, as for setuid programs.
+ */
+void pp_config_load_env(char *const *envp, bool secure);
+
+/* Resets pp_cfg to the defaults (for tests). */
+void pp_config_defaults(struct pp_config *c);
+
+/*
+ * Pure parsers, unit-tested without preload. Each returns 0 and stores
+ * the value, or -1 (EINVAL-like) and leaves *out alone.
+ */
+int pp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+int pp_parse_bool(const char *s, bool *out);
+int pp_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
+int pp_parse_fdset(const char *s, struct pp_fdset *out);
+/* @names: NULL-terminated, case ignored; stores the index of the match. */
+int pp_parse_enum(const char *s, const char *const *names, unsigned int *out);
+
+/* The option names of enum values ("auto", "verify", ...), "?" if out of range. */
+const char *pp_mode_name(enum pp_mode m);
+const char *pp_readers_name(enum pp_readers r);
+const char *pp_thp_name(enum pp_thp t);
+
+/* Is @fd selected by PPIPE_FDS? */
+static inline bool pp_fd_selected(int fd)
+{
+	if (pp_cfg.fds.all)
+		return true;
+	if (pp_cfg.fds.none || fd < 0 || fd >= PP_FDS_LIST_MAX)
+		return false;
+	return (pp_cfg.fds.bits[fd / 64] >> (fd % 64)) & 1;
+}
+
+/* Writes the resolved option table to @fd (PPIPE_VERBOSE, ppipe_options_dump). */
+void pp_config_dump(int fd);
+
+#endif

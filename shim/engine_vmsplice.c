@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The vmsplice engine (DESIGN.md 1): copy the caller's bytes into the
+ * thread's ring, outside any kernel lock, and vmsplice() the ring pages
+ * into the pipe, so the kernel allocates nothing under pipe->mutex.
+ *
+ * Every decision that could change what a reader sees is taken before
+ * the first byte moves; once bytes have moved, errors follow the kernel's
+ * partial-write rules (the count, never the error).
+ */
+#include "engine.h"
+
+#include "config.h"
+#include "faultguard.h"
+#include "pipe.h"
+#include "real.h"
+#include "ring.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+long pp_sys_pipe_ino(int fd, uint64_t *ino)
+{
+	struct stat st;
+	long r = PP_SYSCALL(SYS_fstat, fd, &st);
+
+	if (r)
+		return r;
+	if (!S_ISFIFO(st.st_mode))
+		return -EBADFD;
+	*ino = st.st_ino;
+	return 0;
+}
+
+/*
+ * The kernel's write() reports EFAULT (or a partial count) for a bad
+ * source buffer; a memcpy would crash instead. So every source range is
+ * checked first; on any doubt the real call does the write, and produces
+ * the kernel's own answer.
+ */
+static bool source_readable(const struct iovec *iov, int iovcnt)
+{
+	size_t page = pp_page_size();
+
+	for (int i = 0; i < iovcnt; i++) {
+		uintptr_t lo, hi;
+
+		if (!iov[i].iov_len)
+			continue;
+		lo = (uintptr_t)iov[i].iov_base & ~(page - 1);
+		hi = (uintptr_t)iov[i].iov_base + iov[i].iov_len;
+		if (hi < lo || pp_sys_madvise((void *)lo, hi - lo, MADV_POPULATE_READ))
+			return false;
+	}
+	return true;
+}
+
+/* Copies the next @len bytes of the iovec walk (@idx, @off) to @dst. */
+static void copy_in(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len)
+{
+	while (len) {
+		size_t n = iov[*idx].iov_len - *off;
+
+		if (!n) {
+			(*idx)++;
+			*off = 0;
+			continue;
+		}
+		if (n > len)
+			n = len;
+		memcpy(dst, (const char *)iov[*idx].iov_base + *off, n);
+		dst += n;
+		*off += n;
+		len -= n;
+	}
+}
+
+/* The rest of the iovec walk, written with the real call. */
+static ssize_t write_rest(int fd, const struct iovec *iov, int iovcnt, int idx, size_t off)
+{
+	struct iovec first;
+	struct iovec tail[64];
+	int n = 0;
+
+	while (idx < iovcnt && iov[idx].iov_len == off) {
+		idx++;
+		off = 0;
+	}
+	if (idx >= iovcnt)
+		return 0;
+	first = (struct iovec){ (char *)iov[idx].iov_base + off, iov[idx].iov_len - off };
+	if (idx + 1 == iovcnt)
+		return real_write(fd, first.iov_base, first.iov_len);
+	tail[n++] = first;
+	for (int i = idx + 1; i < iovcnt && n < (int)(sizeof(tail) / sizeof(tail[0])); i++)
+		tail[n++] = iov[i];
+	return real_writev(fd, tail, n);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Every half idle period, one writer looks for idle rings to trim. */
+static void maybe_trim(uint64_t now)
+{
+	static uint64_t last;
+	uint64_t prev = __atomic_load_n(&last, __ATOMIC_RELAXED);
+
+	if (now - prev < pp_cfg.idle_ms * 500000ull ||
+	    !__atomic_compare_exchange_n(&last, &prev, now, false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	if (prev)
+		pp_rings_trim_idle(now);
+}
+
+static ssize_t decline(struct pp_pipe *p, const char *why)
+{
+	if (why)
+		p->reason = why;
+	pp_count(&p->cnt, PP_CNT_fallbacks, 1);
+	return PP_DECLINE;
+}
+
+ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt,
+			size_t total)
+{
+	uint64_t t0 = pp_cfg.stats[0] ? now_ns() : 0;
+	struct pp_ring_checks checks = { 0 };
+	unsigned int vflags = SPLICE_F_NONBLOCK;
+	uint64_t now;
+	uint32_t capacity;
+	struct pp_ring *r;
+	size_t done = 0, off = 0;
+	int idx = 0;
+	long fl;
+	ssize_t ret;
+
+	if (!pp_engine_ready())
+		return decline(p, pp_engine_reason());
+	if (pp_pipe_unsafe(p))
+		return decline(p, NULL);
+	capacity = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
+	r = pp_ring_get(p, capacity);
+	if (!r)
+		return decline(p, "pool cap reached");
+	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
+		return decline(p, NULL); /* a signal handler inside our own write */
+	/* Without the fault guard, check the source ranges by system call. */
+	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
+		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+		pp_count(&p->cnt, PP_CNT_efaults, 1);
+		return decline(p, NULL);
+	}
+
+	ret = 0;
+	while (done < total) {
+		size_t chunk = total - done, pushed = 0;
+		long roff;
+
+		if (chunk > r->max_chunk)
+			chunk = r->max_chunk;
+		roff = pp_ring_reserve(r, chunk, fd, p->ino, capacity, &checks);
+		if (roff == PP_RING_MOVED) {
+			/*
+			 * The fd was switched to another object behind our
+			 * back: what the ring pushed since is unaccounted,
+			 * so no page of it may be written again.
+			 */
+			pp_pipe_mark_unsafe(p, "fd switched to another file behind libppipe");
+			break;
+		}
+		if (roff < 0) {
+			pp_count(&p->cnt, PP_CNT_ring_waits, 1);
+			break;
+		}
+		/*
+		 * After the reuse verdict, before overwriting: a reader that
+		 * turned unknown after the pages were consumed is seen here.
+		 */
+		if (pp_pipe_unsafe(p))
+			break;
+		if (pp_faultguard_ready()) {
+			int cidx = idx;
+			size_t coff = off;
+
+			if (pp_copy_guarded(r->data + roff, iov, &idx, &off, chunk)) {
+				/* The real call answers for the rest, as the kernel would. */
+				pp_count(&p->cnt, PP_CNT_efaults, 1);
+				idx = cidx;
+				off = coff;
+				break;
+			}
+		} else {
+			copy_in(r->data + roff, iov, &idx, &off, chunk);
+		}
+		while (pushed < chunk) {
+			struct iovec v = { r->data + roff + pushed, chunk - pushed };
+			long n = pp_sys_vmsplice(fd, &v, 1, vflags);
+
+			pp_count(&p->cnt, PP_CNT_vmsplice_calls, 1);
+			if (n > 0) {
+				pp_ring_pushed(r, (size_t)roff + pushed, (size_t)n);
+				pushed += (size_t)n;
+				continue;
+			}
+			/*
+			 * vmsplice ignores the file's O_NONBLOCK, so it is
+			 * asked non-blocking first; a full pipe then tells
+			 * which one the caller wanted. The flags belong to
+			 * the open file, which other processes share.
+			 */
+			if (n == -EAGAIN && vflags) {
+				fl = pp_sys_fcntl(fd, F_GETFL, 0);
+				if (fl >= 0 && !(fl & O_NONBLOCK)) {
+					vflags = 0;
+					continue;
+				}
+			}
+			/* Not a pipe after all (nothing moved yet): the real call decides. */
+			if (!done && !pushed && (n == -EBADF || n == -EINVAL)) {
+				__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+				return decline(p, "vmsplice refused the fd");
+			}
+			/* EINTR, EPIPE (SIGPIPE already raised once), ENOMEM... */
+			ret = n ? n : -EIO;
+			break;
+		}
+		pp_ring_commit(r, (size_t)roff, pushed ? pushed : 0);
+		done += pushed;
+		if (ret < 0 || pushed < chunk)
+			break;
+	}
+	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
+	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
+
+	/* Bytes moved: the count. None: the error, as write() gives it. */
+	if (ret < 0 && !done)
+		return ret;
+	/* Nothing moved and nothing failed: the ring is still referenced. */
+	if (!done)
+		return decline(p, NULL);
+	if (ret == 0 && done < total) {
+		/* The ring could not take the rest: the real call writes it. */
+		ssize_t n = write_rest(fd, iov, iovcnt, idx, off);
+
+		if (n > 0)
+			done += (size_t)n;
+	}
+	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
+	pp_count(&p->cnt, PP_CNT_bytes_accelerated, done);
+	now = now_ns();
+	if (t0)
+		pp_latency_record(&pp_latency_all, now - t0);
+	r->last_use_ns = now;
+	r->resident = r->size;
+	maybe_trim(now);
+	return (ssize_t)done;
+}

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+#include "faultguard.h"
+
+#include "log.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+static sigaction_fn real_sigaction;
+static bool ready;
+/* The application's view of SIGSEGV ([0]) and SIGBUS ([1]). */
+static struct sigaction app_act[2];
+static int app_lock;
+static __thread sigjmp_buf *tl_jmp __attribute__((tls_model("initial-exec")));
+
+static int slot_of(int sig)
+{
+	return sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : -1;
+}
+
+static void lock_app(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, old);
+	while (__atomic_exchange_n(&app_lock, 1, __ATOMIC_ACQUIRE))
+		;
+}
+
+static void unlock_app(const sigset_t *old)
+{
+	__atomic_store_n(&app_lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* A fault that is not ours: do what the application asked for. */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction act = app_act[slot_of(sig)];
+	sigset_t mask, old;
+
+	if (!(act.sa_flags & SA_SIGINFO) &&
+	    (act.sa_handler == SIG_DFL || act.sa_handler == SIG_IGN)) {
+		/*
+		 * The default action: a fault re-executes and now kills as
+		 * it would have; a signal sent by kill() is raised again.
+		 */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+		real_sigaction(sig, &dfl, NULL);
+		if (si->si_code <= 0)
+			raise(sig);
+		return;
+	}
+	mask = act.sa_mask;
+	if (!(act.sa_flags & SA_NODEFER))
+		sigaddset(&mask, sig);
+	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	if (act.sa_flags & SA_RESETHAND) {
+		app_act[slot_of(sig)] = (struct sigaction){ .sa_handler = SIG_DFL };
+	}
+	if (act.sa_flags & SA_SIGINFO)
+		act.sa_sigaction(sig, si, uc);
+	else
+		act.sa_handler(sig);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	sigjmp_buf *j = tl_jmp;
+
+	if (j) {
+		tl_jmp = NULL;
+		siglongjmp(*j, 1);
+	}
+	forward(sig, si, uc);
+}
+
+void pp_faultguard_init(void)
+{
+	/* SA_NODEFER and an empty mask: leaving by siglongjmp restores nothing. */
+	struct sigaction ours = { .sa_sigaction = on_fault,
+				  .sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | SA_RESTART };
+
+	real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+	if (!real_sigaction)
+		return;
+	sigemptyset(&ours.sa_mask);
+	if (real_sigaction(SIGSEGV, &ours, &app_act[0]) ||
+	    real_sigaction(SIGBUS, &ours, &app_act[1])) {
+		pp_debug("cannot install the fault handler: source buffers are checked by madvise");
+		return;
+	}
+	__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+}
+
+bool pp_faultguard_ready(void)
+{
+	return __atomic_load_n(&ready, __ATOMIC_ACQUIRE);
+}
+
+/* The copy itself, out of line so nothing it changes lives across the jump. */
+__attribute__((noinline)) static void copy_walk(char *dst, const struct iovec *iov, int *idx,
+						size_t *off, size_t len)
+{
+	while (len) {
+		size_t n = iov[*idx].iov_len - *off;
+
+		if (!n) {
+			(*idx)++;
+			*off = 0;
+			continue;
+		}
+		if (n > len)
+			n = len;
+		memcpy(dst, (const char *)iov[*idx].iov_base + *off, n);
+		dst += n;
+		*off += n;
+		len -= n;
+	}
+}
+
+int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len)
+{
+	sigjmp_buf jb;
+
+	if (sigsetjmp(jb, 0))
+		return -EFAULT;
+	__atomic_store_n(&tl_jmp, &jb, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	copy_walk(dst, iov, idx, off, len);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&tl_jmp, NULL, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	int slot = slot_of(sig);
+	sigset_t saved;
+
+	if (!real_sigaction)
+		real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+	if (slot < 0 || !pp_faultguard_ready())
+		return real_sigaction ? real_sigaction(sig, act, old) : (errno = ENOSYS, -1);
+	lock_app(&saved);
+	if (old)
+		*old = app_act[slot];
+	if (act)
+		app_act[slot] = *act;
+	unlock_app(&saved);
+	return 0;
+}
+
+__sighandler_t pp_signal(int sig, __sighandler_t handler)
+{
+	struct sigaction act = { .sa_handler = handler, .sa_flags = SA_RESTART }, old;
+
+	sigemptyset(&act.sa_mask);
+	if (pp_sigaction(sig, &act, &old))
+		return SIG_ERR;
+	return old.sa_handler;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Copying from a caller's buffer without crashing on a bad one. The
+ * kernel answers write() from a bad buffer with EFAULT (or a short
+ * count); a plain memcpy would kill the process instead. libppipe keeps
+ * a SIGSEGV/SIGBUS handler installed that turns a fault inside its own
+ * copy into an error return, and hands every other fault to the
+ * application's handler (or the default action) exactly as if libppipe
+ * were not there. sigaction() and signal() are interposed for these two
+ * signals so the application's handlers are recorded, not installed over
+ * ours; a process that installs handlers with the raw system call
+ * bypasses this, and then a bad buffer crashes it as memcpy would.
+ */
+#ifndef PP_FAULTGUARD_H
+#define PP_FAULTGUARD_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/uio.h>
+
+/* Installs the handlers (constructor). */
+void pp_faultguard_init(void);
+/* True once the handlers are in place. */
+bool pp_faultguard_ready(void);
+
+/*
+ * Copies @len bytes of the iovec walk (@idx, @off) to @dst. Returns 0, or
+ * -EFAULT if the source faulted (the walk position is then unspecified).
+ */
+int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len);
+
+int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+__sighandler_t pp_signal(int sig, __sighandler_t handler);
+
+#endif

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+#include "fdops.h"
+
+#include "config.h"
+#include "fdtable.h"
+#include "init.h"
+#include "log.h"
+#include "pipe.h"
+#include "real.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* Starts tracking a pipe pipe()/pipe2() just made. */
+static void track_new_pipe(const int fds[2], int flags)
+{
+	struct pp_pipe *p;
+	uint64_t ino;
+	long cap;
+
+	if (!pp_active() || (flags & O_DIRECT) || pp_fdt_init())
+		return;
+	if (!pp_fd_selected(fds[1]))
+		return;
+	if (pp_sys_pipe_ino(fds[1], &ino))
+		return;
+	cap = pp_sys_fcntl(fds[1], F_GETPIPE_SZ, 0);
+	p = pp_pipe_new(ino, true, cap > 0 ? (int)cap : 0);
+	if (!p)
+		return;
+	p->accel = true;
+	p->reason = "created here, readers known";
+	pp_fdt_set(fds[0], p, PP_END_READ);
+	pp_fdt_set(fds[1], p, PP_END_WRITE);
+}
+
+int pp_pipe2(int fds[2], int flags)
+{
+	int r = real_pipe2(fds, flags);
+
+	if (!r) {
+		int saved = errno;
+
+		track_new_pipe(fds, flags);
+		errno = saved;
+	}
+	return r;
+}
+
+int pp_close(int fd)
+{
+	/* Forget first: a racing write then simply takes the real call. */
+	pp_fdt_clear(fd);
+	return real_close(fd);
+}
+
+int pp_dup(int fd)
+{
+	int r = real_dup(fd);
+
+	if (r >= 0)
+		pp_fdt_dup(fd, r);
+	return r;
+}
+
+int pp_dup2(int fd, int fd2)
+{
+	int r = real_dup2(fd, fd2);
+
+	if (r >= 0)
+		pp_fdt_dup(fd, r);
+	return r;
+}
+
+int pp_dup3(int fd, int fd2, int flags)
+{
+	int r = real_dup3(fd, fd2, flags);
+
+	if (r >= 0)
+		pp_fdt_dup(fd, r);
+	return r;
+}
+
+int pp_fcntl(int fd, int cmd, unsigned long arg)
+{
+	int r = real_fcntl(fd, cmd, arg);
+	int saved = errno;
+	enum pp_end end;
+	struct pp_pipe *p;
+
+	if (r < 0)
+		return r;
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		pp_fdt_dup(fd, r);
+		break;
+	case F_SETFL:
+		/* Packet mode: vmspliced buffers would lose the packet flag. */
+		if (arg & O_DIRECT) {
+			p = pp_fdt_enter(fd, &end);
+			if (p) {
+				pp_pipe_mark_unsafe(p, "packet mode (O_DIRECT)");
+				pp_pipe_leave(p);
+			}
+		}
+		break;
+	case F_SETPIPE_SZ:
+	case F_GETPIPE_SZ:
+		p = pp_fdt_enter(fd, &end);
+		if (p) {
+			pp_pipe_note_capacity(p, r);
+			pp_pipe_leave(p);
+		}
+		break;
+	default:
+		break;
+	}
+	errno = saved;
+	return r;
+}
+
+int pp_close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+		unsigned int top = (unsigned int)pp_fdt_size();
+
+		for (unsigned int fd = first; fd <= last && fd < top; fd++)
+			pp_fdt_clear((int)fd);
+	}
+	return real_close_range(first, last, flags);
+}
+
+/* fclose() closes its fd inside libc, out of our sight: forget it here. */
+int pp_fclose(void *stream)
+{
+	int fd = stream ? fileno((FILE *)stream) : -1;
+	int r;
+
+	if (fd >= 0)
+		pp_fdt_clear(fd);
+	r = pp_real.fclose ? pp_real.fclose(stream) : EOF;
+	return r;
+}

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The calls that create pipes or change what an fd number refers to.
+ * Each makes the real call and keeps the fd cache in step with it.
+ * Return values and errno are exactly the real call's.
+ */
+#ifndef PP_FDOPS_H
+#define PP_FDOPS_H
+
+int pp_pipe2(int fds[2], int flags);
+int pp_close(int fd);
+int pp_dup(int fd);
+int pp_dup2(int fd, int fd2);
+int pp_dup3(int fd, int fd2, int flags);
+int pp_fcntl(int fd, int cmd, unsigned long arg);
+int pp_close_range(unsigned int first, unsigned int last, int flags);
+int pp_fclose(void *stream);
+
+#endif

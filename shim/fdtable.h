@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fd cache: an array indexed by fd, read without locks. Each entry
+ * names the pipe object the fd refers to and which end it is, tagged
+ * with the object's generation so that a stale read is detected. Every
+ * interposed call that changes what an fd number means updates it;
+ * the write path also checks the fd's inode, so a change made behind the
+ * shim's back (an internal libc close) is caught before it matters.
+ */
+#ifndef PP_FDTABLE_H
+#define PP_FDTABLE_H
+
+#include "pipe.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Sizes the table from RLIMIT_NOFILE. Idempotent; async-signal-safe. */
+int pp_fdt_init(void);
+
+/* Associates @fd with end @end of @p (takes an fd reference). */
+void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end);
+/* Remembers that @fd is not a pipe (trust mode's negative cache). */
+void pp_fdt_mark_plain(int fd);
+bool pp_fdt_is_plain(int fd);
+
+/* Forgets @fd (drops its reference). */
+void pp_fdt_clear(int fd);
+/* @newfd now refers to what @oldfd refers to (dup, dup2, F_DUPFD). */
+void pp_fdt_dup(int oldfd, int newfd);
+
+/*
+ * Looks @fd up and, if it refers to a live tracked pipe, enters it (see
+ * pp_pipe_enter). Returns NULL for any other fd: the caller takes the
+ * real call. The caller must pp_pipe_leave() what it got.
+ */
+struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end);
+
+/* Like pp_fdt_enter() without entering: only for single-threaded moments. */
+struct pp_pipe *pp_fdt_peek(int fd, enum pp_end *end);
+
+/* The highest fd the table covers, plus one. */
+int pp_fdt_size(void);
+
+/* For each tracked fd: fn(fd, pipe, end, arg). Not for hot paths. */
+void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), void *arg);
+
+#endif

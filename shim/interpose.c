@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The exported libc names, one line each: everything else is in the
+ * module that owns the call. Variadic and wrapper-only calls (fcntl, the
+ * exec family, system, popen) are unpacked here.
+ */
+/*
+ * Without this the headers would rename fcntl to fcntl64 and the two
+ * definitions below would collide; both names must be exported.
+ */
+#undef _FILE_OFFSET_BITS
+
+#include "compiler.h"
+#include "faultguard.h"
+#include "fdops.h"
+#include "readers.h"
+#include "real.h"
+#include "writepath.h"
+
+#include <alloca.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+extern char **environ;
+
+PP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	return pp_write(fd, buf, n);
+}
+
+PP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	return pp_writev(fd, iov, iovcnt);
+}
+
+PP_EXPORT int pipe(int fds[2])
+{
+	return pp_pipe2(fds, 0);
+}
+
+PP_EXPORT int pipe2(int fds[2], int flags)
+{
+	return pp_pipe2(fds, flags);
+}
+
+PP_EXPORT int close(int fd)
+{
+	return pp_close(fd);
+}
+
+PP_EXPORT int dup(int fd)
+{
+	return pp_dup(fd);
+}
+
+PP_EXPORT int dup2(int fd, int fd2)
+{
+	return pp_dup2(fd, fd2);
+}
+
+PP_EXPORT int dup3(int fd, int fd2, int flags)
+{
+	return pp_dup3(fd, fd2, flags);
+}
+
+PP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	return pp_close_range(first, last, flags);
+}
+
+PP_EXPORT int fclose(FILE *stream)
+{
+	return pp_fclose(stream);
+}
+
+/* Every fcntl command takes an int, a pointer or nothing: read one word. */
+#define FCNTL_ARG(cmd, arg)                      \
+	do {                                     \
+		va_list ap;                      \
+		va_start(ap, cmd);               \
+		arg = va_arg(ap, unsigned long); \
+		va_end(ap);                      \
+	} while (0)
+
+PP_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	unsigned long arg;
+
+	FCNTL_ARG(cmd, arg);
+	return pp_fcntl(fd, cmd, arg);
+}
+
+PP_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	unsigned long arg;
+
+	FCNTL_ARG(cmd, arg);
+	return pp_fcntl(fd, cmd, arg);
+}
+
+PP_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+			 unsigned int flags)
+{
+	pp_readers_before_splice(in);
+	return real_splice(in, off_in, out, off_out, len, flags);
+}
+
+PP_EXPORT ssize_t tee(int in, int out, size_t len, unsigned int flags)
+{
+	pp_readers_before_splice(in);
+	return real_tee(in, out, len, flags);
+}
+
+PP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	return pp_sigaction(sig, act, old);
+}
+
+PP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
+{
+	return pp_signal(sig, handler);
+}
+
+/* ---- exec and spawn: the new program may not copy what it reads ---- */
+
+#define CALL_REAL(name, ...) (pp_real.name ? pp_real.name(__VA_ARGS__) : (errno = ENOSYS, -1))
+
+PP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	pp_readers_before_exec(false);
+	return CALL_REAL(execve, path, argv, envp);
+}
+
+PP_EXPORT int execv(const char *path, char *const argv[])
+{
+	pp_readers_before_exec(false);
+	return CALL_REAL(execv, path, argv);
+}
+
+PP_EXPORT int execvp(const char *file, char *const argv[])
+{
+	pp_readers_before_exec(false);
+	return CALL_REAL(execvp, file, argv);
+}
+
+PP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	pp_readers_before_exec(false);
+	return CALL_REAL(execvpe, file, argv, envp);
+}
+
+PP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	pp_readers_before_exec(false);
+	return CALL_REAL(fexecve, fd, argv, envp);
+}
+
+PP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+		       int flags)
+{
+	pp_readers_before_exec(false);
+	return CALL_REAL(execveat, dirfd, path, argv, envp, flags);
+}
+
+/* execl, execlp, execle: gather the list into an argv on the stack. */
+#define GATHER_ARGV(first, last_named, argv, want_envp, envp) \
+	do {                                                  \
+		va_list ap;                                   \
+		size_t n = 1;                                 \
+		va_start(ap, last_named);                     \
+		while (va_arg(ap, char *))                    \
+			n++;                                  \
+		va_end(ap);                                   \
+		argv = alloca((n + 1) * sizeof(char *));      \
+		argv[0] = (char *)(first);                    \
+		va_start(ap, last_named);                     \
+		for (size_t i = 1; i <= n; i++)               \
+			argv[i] = va_arg(ap, char *);         \
+		if (want_envp)                                \
+			envp = va_arg(ap, char **);           \
+		va_end(ap);                                   \
+	} while (0)
+
+PP_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+
+	GATHER_ARGV(arg, arg, argv, 0, envp);
+	(void)envp;
+	return execv(path, argv);
+}
+
+PP_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+
+	GATHER_ARGV(arg, arg, argv, 0, envp);
+	(void)envp;
+	return execvp(file, argv);
+}
+
+PP_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv, **envp = NULL;
+
+	GATHER_ARGV(arg, arg, argv, 1, envp);
+	return execve(path, argv, envp);
+}
+
+PP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	/* File actions may dup2 any fd into the child, CLOEXEC or not. */
+	pp_readers_before_exec(fa != NULL);
+	return pp_real.posix_spawn ? pp_real.posix_spawn(pid, path, fa, attr, argv, envp) : ENOSYS;
+}
+
+PP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	pp_readers_before_exec(fa != NULL);
+	return pp_real.posix_spawnp ? pp_real.posix_spawnp(pid, file, fa, attr, argv, envp) :
+				      ENOSYS;
+}
+
+PP_EXPORT int system(const char *command)
+{
+	pp_readers_before_exec(false);
+	return pp_real.system ? pp_real.system(command) : -1;
+}
+
+PP_EXPORT FILE *popen(const char *command, const char *type)
+{
+	pp_readers_before_exec(false);
+	return pp_real.popen ? (FILE *)pp_real.popen(command, type) : NULL;
+}

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Pipe objects and the cross-process registry.
+ *
+ * Objects come from one type-stable array: memory is never unmapped, so a
+ * reader that loaded a stale fd-cache entry can still look at the object
+ * and see, by its generation, that it was freed or reused. The free list
+ * and the list of live pipes are guarded by a spin lock that is only
+ * tried, never waited on without bound, so a signal handler that creates
+ * a pipe while its thread holds the lock gets an untracked pipe instead
+ * of a deadlock.
+ */
+#include "pipe.h"
+
+#include "log.h"
+#include "ring.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PP_MAX_PIPES 65536
+#define PP_REGISTRY_SLOTS 65536
+
+struct pp_slot {
+	struct pp_pipe p;
+	uint32_t gen;
+	int32_t next_free; /* index + 1; 0 = end */
+};
+
+static struct pp_slot *slots; /* PP_MAX_PIPES, type-stable */
+static int32_t free_head; /* index + 1 */
+static uint32_t slots_used; /* high-water mark */
+static int list_lock;
+static struct pp_pipe *live; /* list of live pipes */
+static struct pp_shared *registry; /* MAP_SHARED, inherited by fork */
+static struct pp_shared private_sh; /* for pipes outside the registry */
+
+/*
+ * The list lock is taken with all signals blocked, so a handler can never
+ * interrupt its holder in the same thread; other holders keep it for a
+ * few pointer updates only.
+ */
+static void list_lock_sigsafe(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, old, _NSIG / 8);
+	while (__atomic_exchange_n(&list_lock, 1, __ATOMIC_ACQUIRE))
+		__builtin_ia32_pause();
+}
+
+static void list_unlock_sigsafe(const sigset_t *old)
+{
+	__atomic_store_n(&list_lock, 0, __ATOMIC_RELEASE);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, _NSIG / 8);
+}
+
+static void *map_once(void **where, size_t len, int flags)
+{
+	void *p = __atomic_load_n(where, __ATOMIC_ACQUIRE);
+	void *expected = NULL;
+
+	if (p)
+		return p;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (!__atomic_compare_exchange_n(where, &expected, p, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		munmap(p, len);
+		return expected;
+	}
+	return p;
+}
+
+uint32_t pp_pipe_gen(const struct pp_pipe *p)
+{
+	return __atomic_load_n(&((const struct pp_slot *)p)->gen, __ATOMIC_ACQUIRE);
+}
+
+uint32_t pp_pipe_index(const struct pp_pipe *p)
+{
+	return (uint32_t)((const struct pp_slot *)p - slots);
+}
+
+struct pp_pipe *pp_pipe_at(uint32_t index)
+{
+	return slots && index < PP_MAX_PIPES ? &slots[index].p : NULL;
+}
+
+/* A registry slot for @ino: found (another process of the tree made it) or new. */
+static struct pp_shared *registry_slot(uint64_t ino)
+{
+	struct pp_shared *reg = map_once((void **)&registry,
+					 PP_REGISTRY_SLOTS * sizeof(struct pp_shared), MAP_SHARED);
+
+	if (!reg)
+		return NULL;
+	for (uint32_t i = 0, h = (uint32_t)(ino * 2654435761u); i < PP_REGISTRY_SLOTS; i++) {
+		struct pp_shared *s = &reg[(h + i) % PP_REGISTRY_SLOTS];
+		uint64_t cur = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
+
+		if (cur == ino) {
+			__atomic_fetch_add(&s->holders, 1, __ATOMIC_RELAXED);
+			return s;
+		}
+		if (cur)
+			continue;
+		if (__atomic_compare_exchange_n(&s->ino, &cur, ino, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&s->unsafe, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->capacity_max, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->holders, 1, __ATOMIC_RELEASE);
+			return s;
+		}
+		if (cur == ino) {
+			__atomic_fetch_add(&s->holders, 1, __ATOMIC_RELAXED);
+			return s;
+		}
+	}
+	return NULL;
+}
+
+static void registry_release(struct pp_shared *s)
+{
+	if (s == &private_sh || !s)
+		return;
+	if (__atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL) == 0)
+		__atomic_store_n(&s->ino, 0, __ATOMIC_RELEASE);
+}
+
+struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
+{
+	struct pp_shared *sh = created_here ? registry_slot(ino) : NULL;
+	struct pp_slot *s = NULL;
+	struct pp_pipe *p;
+
+	sigset_t old;
+
+	if (!map_once((void **)&slots, PP_MAX_PIPES * sizeof(struct pp_slot), MAP_PRIVATE)) {
+		registry_release(sh);
+		return NULL;
+	}
+	list_lock_sigsafe(&old);
+	if (free_head) {
+		s = &slots[free_head - 1];
+		free_head = s->next_free;
+	} else if (slots_used < PP_MAX_PIPES) {
+		s = &slots[slots_used++];
+	}
+	if (!s) {
+		list_unlock_sigsafe(&old);
+		registry_release(sh);
+		return NULL;
+	}
+	p = &s->p;
+	memset(p, 0, sizeof(*p));
+	p->ino = ino;
+	p->created_here = created_here;
+	/* Outside the registry (trust mode, inherited pipes) nothing is shared. */
+	p->sh = sh ? sh : &private_sh;
+	p->next = live;
+	live = p;
+	list_unlock_sigsafe(&old);
+	pp_pipe_note_capacity(p, capacity);
+	return p;
+}
+
+/* Frees @p once it is dead and nobody is inside it. */
+static void pipe_try_free(struct pp_pipe *p)
+{
+	struct pp_slot *s = (struct pp_slot *)p;
+	int expected = PP_PIPE_DEAD;
+	sigset_t old;
+
+	if (__atomic_load_n(&p->users, __ATOMIC_ACQUIRE))
+		return;
+	/* DEAD -> FREED claims the right to free it, exactly once. */
+	if (!__atomic_compare_exchange_n(&p->state, &expected, PP_PIPE_FREED, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_fetch_add(&s->gen, 1, __ATOMIC_RELEASE);
+	pp_stats_fold(&p->cnt);
+	pp_rings_free(p);
+	registry_release(p->sh);
+
+	list_lock_sigsafe(&old);
+	for (struct pp_pipe **pp = &live; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	s->next_free = free_head;
+	free_head = (int32_t)(s - slots) + 1;
+	list_unlock_sigsafe(&old);
+}
+
+void pp_pipe_get_fd(struct pp_pipe *p)
+{
+	__atomic_fetch_add(&p->fd_refs, 1, __ATOMIC_RELAXED);
+}
+
+void pp_pipe_put_fd(struct pp_pipe *p)
+{
+	if (__atomic_sub_fetch(&p->fd_refs, 1, __ATOMIC_ACQ_REL) > 0)
+		return;
+	__atomic_store_n(&p->state, PP_PIPE_DEAD, __ATOMIC_RELEASE);
+	pipe_try_free(p);
+}
+
+bool pp_pipe_enter(struct pp_pipe *p)
+{
+	__atomic_fetch_add(&p->users, 1, __ATOMIC_ACQ_REL);
+	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_LIVE)
+		return true;
+	pp_pipe_leave(p);
+	return false;
+}
+
+void pp_pipe_leave(struct pp_pipe *p)
+{
+	if (__atomic_sub_fetch(&p->users, 1, __ATOMIC_ACQ_REL) == 0 &&
+	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_DEAD)
+		pipe_try_free(p);
+}
+
+void pp_pipe_mark_unsafe(struct pp_pipe *p, const char *why)
+{
+	if (!__atomic_exchange_n(&p->sh->unsafe, 1, __ATOMIC_ACQ_REL))
+		pp_debug("pipe inode %llu: readers no longer known (%s): plain writes from now on",
+			 (unsigned long long)p->ino, why);
+	p->reason = why;
+}
+
+void pp_pipe_note_capacity(struct pp_pipe *p, int capacity)
+{
+	uint32_t cur = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
+
+	while (capacity > 0 && (uint32_t)capacity > cur &&
+	       !__atomic_compare_exchange_n(&p->sh->capacity_max, &cur, (uint32_t)capacity, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg)
+{
+	sigset_t old;
+
+	list_lock_sigsafe(&old);
+	for (struct pp_pipe *p = live; p; p = p->next)
+		fn(p, arg);
+	list_unlock_sigsafe(&old);
+}
+
+void pp_pipes_after_fork_child(void)
+{
+	/* The child holds every fd the parent held: one more holder each. */
+	list_lock = 0;
+	for (struct pp_pipe *p = live; p; p = p->next) {
+		if (p->sh != &private_sh)
+			__atomic_fetch_add(&p->sh->holders, 1, __ATOMIC_RELAXED);
+		p->users = 0;
+		pp_rings_forget(p);
+	}
+}

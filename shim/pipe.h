@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pipe objects. Each pipe libppipe tracks has one struct pp_pipe per
+ * process, shared by every fd of this process that refers to it, and one
+ * struct pp_shared in the registry, a MAP_SHARED region inherited by fork,
+ * so that every process of the tree sees the same reader-safety verdict.
+ *
+ * Lifetime: a pp_pipe is referenced by its fds (fd_refs) and by writers in
+ * flight (users). The last fd going away marks it dead; whoever drops the
+ * last reference frees its rings and the object itself.
+ */
+#ifndef PP_PIPE_H
+#define PP_PIPE_H
+
+#include "stats.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pp_ring;
+
+/* Cross-process state of one pipe. */
+struct pp_shared {
+	uint64_t ino; /* 0: free slot */
+	uint32_t unsafe; /* a reader may keep pages: no reuse, ever again */
+	uint32_t capacity_max; /* largest capacity any process saw, bytes */
+	uint32_t holders; /* processes holding an fd of it */
+	uint32_t pad;
+};
+
+enum pp_end { PP_END_READ = 0, PP_END_WRITE = 1 };
+enum { PP_PIPE_LIVE, PP_PIPE_DEAD, PP_PIPE_FREED };
+
+struct pp_pipe {
+	uint64_t ino;
+	struct pp_shared *sh;
+	const char *reason; /* why it is (not) accelerated, for the stats */
+	bool accel; /* writes may take the vmsplice path */
+	bool created_here; /* by pipe()/pipe2() in this process tree */
+	int fd_refs; /* fds of this process (atomic) */
+	int users; /* writers inside the engine (atomic) */
+	int state; /* PP_PIPE_LIVE, PP_PIPE_DEAD (no fd left), PP_PIPE_FREED */
+	int lock; /* guards rings (spin; never held across a syscall) */
+	struct pp_ring *rings;
+	struct pp_counters cnt;
+	struct pp_pipe *next; /* list of live pipes, for stats and fork */
+};
+
+/*
+ * Creates the object for a new pipe (pipe/pipe2) or an inherited one
+ * (PPIPE_READERS=trust). Returns NULL when libppipe cannot track it.
+ */
+struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity);
+/* An fd now refers to @p / no longer does. */
+void pp_pipe_get_fd(struct pp_pipe *p);
+void pp_pipe_put_fd(struct pp_pipe *p);
+/* A writer enters / leaves the engine. pp_pipe_enter fails once dead. */
+bool pp_pipe_enter(struct pp_pipe *p);
+void pp_pipe_leave(struct pp_pipe *p);
+
+/*
+ * Readers can no longer be established (an exec, a splice or tee out of
+ * it): stop reusing pages of this pipe in every process, for good.
+ */
+void pp_pipe_mark_unsafe(struct pp_pipe *p, const char *why);
+static inline bool pp_pipe_unsafe(const struct pp_pipe *p)
+{
+	return __atomic_load_n(&p->sh->unsafe, __ATOMIC_ACQUIRE);
+}
+/* Records a capacity seen by F_SETPIPE_SZ/F_GETPIPE_SZ. */
+void pp_pipe_note_capacity(struct pp_pipe *p, int capacity);
+
+/* Type-stable identity: slot index and generation (bumped when freed). */
+uint32_t pp_pipe_index(const struct pp_pipe *p);
+uint32_t pp_pipe_gen(const struct pp_pipe *p);
+struct pp_pipe *pp_pipe_at(uint32_t index);
+
+/* Calls @fn for every live pipe (stats at exit; fork). */
+void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg);
+/* In a fork child: this process now holds every live pipe too. */
+void pp_pipes_after_fork_child(void);
+
+#endif

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+#include "pool.h"
+
+#include "config.h"
+#include "log.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifdef PP_HAVE_NUMA
+#include <numa.h>
+#endif
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MPOL_PREFERRED
+#define MPOL_PREFERRED 1
+#endif
+
+static uint64_t pool_bytes, pool_peak;
+static int numa_nodes = -1; /* >1: bind rings to the writer's node */
+
+uint64_t pp_pool_bytes(void)
+{
+	return __atomic_load_n(&pool_bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t pp_pool_peak(void)
+{
+	return __atomic_load_n(&pool_peak, __ATOMIC_RELAXED);
+}
+
+/* Counts the nodes once; libnuma is only asked here, never on a write. */
+static int node_count(void)
+{
+	int n = __atomic_load_n(&numa_nodes, __ATOMIC_ACQUIRE);
+
+	if (n >= 0)
+		return n;
+	n = 1;
+#ifdef PP_HAVE_NUMA
+	if (numa_available() >= 0)
+		n = numa_max_node() + 1;
+#endif
+	__atomic_store_n(&numa_nodes, n, __ATOMIC_RELEASE);
+	pp_debug("numa: %d node%s%s", n, n == 1 ? "" : "s",
+		 n > 1 ? ", rings follow the writer's node" : ", no binding");
+	return n;
+}
+
+int pp_numa_node(void)
+{
+	unsigned int cpu, node;
+
+	if (pp_cfg.numa_node >= 0)
+		return (int)pp_cfg.numa_node;
+	if (node_count() <= 1 || syscall(SYS_getcpu, &cpu, &node, NULL))
+		return -1;
+	return (int)node;
+}
+
+/* Prefers @node for [p, p+len) before it is faulted in. */
+static void bind_node(void *p, size_t len, int node)
+{
+	unsigned long mask[16] = { 0 };
+
+	if (node < 0 || node >= (int)(sizeof(mask) * 8))
+		return;
+	mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
+	if (syscall(SYS_mbind, p, len, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0))
+		pp_debug("mbind to node %d failed: errno %d", node, errno);
+}
+
+static void populate(char *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (!madvise(p, len, MADV_POPULATE_WRITE))
+		return;
+	for (size_t off = 0; off < len; off += page)
+		__atomic_store_n(&p[off], 0, __ATOMIC_RELAXED);
+}
+
+void *pp_pool_map(size_t len)
+{
+	uint64_t now = __atomic_add_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
+	uint64_t peak = __atomic_load_n(&pool_peak, __ATOMIC_RELAXED);
+	int saved = errno;
+	void *p;
+
+	if (now > pp_cfg.pool_max) {
+		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
+		errno = saved;
+		return NULL;
+	}
+	/* Fork children never see ring pages: no COW on the parent's next copy. */
+	madvise(p, len, MADV_DONTFORK);
+	madvise(p, len, pp_cfg.thp == PP_THP_ON ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	bind_node(p, len, pp_numa_node());
+	populate(p, len);
+	while (now > peak && !__atomic_compare_exchange_n(&pool_peak, &peak, now, true,
+							  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	errno = saved;
+	return p;
+}
+
+void pp_pool_unmap(void *p, size_t len)
+{
+	int saved = errno;
+
+	if (!p)
+		return;
+	munmap(p, len);
+	__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
+	errno = saved;
+}
+
+void pp_pool_reset(void)
+{
+	pool_bytes = 0;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pool: pre-faulted, page-aligned memory for rings, placed on the
+ * writer's NUMA node, never inherited by fork children, and accounted
+ * against the process cap (PPIPE_POOL_MAX).
+ */
+#ifndef PP_POOL_H
+#define PP_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Maps @len bytes (a page multiple), faulted in. NULL if over the cap or out of memory. */
+void *pp_pool_map(size_t len);
+void pp_pool_unmap(void *p, size_t len);
+/* Forgets all accounting (fork child: nothing was inherited). */
+void pp_pool_reset(void);
+
+/* Bytes of ring memory mapped by this process now, and at most so far. */
+uint64_t pp_pool_bytes(void);
+uint64_t pp_pool_peak(void);
+
+/* Node memory is bound to: -1 when NUMA is absent or not used. */
+int pp_numa_node(void);
+
+#endif

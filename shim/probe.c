@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The start-up probe: decides once whether the vmsplice engine can run.
+ * It needs vmsplice to share pages (a kernel that turned vmsplice into a
+ * copy would make libppipe pure overhead) and MADV_POPULATE_READ (5.14)
+ * to check a caller's buffer before copying from it. Raw system calls
+ * only: it runs from inside an interposed call.
+ */
+#include "engine.h"
+
+#include "config.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+enum { PROBE_UNKNOWN, PROBE_RUNNING, PROBE_OK, PROBE_FAILED };
+
+static int state = PROBE_UNKNOWN;
+static const char *reason = "not probed yet";
+
+static const char *run_probe(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	const char *why = NULL;
+	struct iovec iov;
+	char *buf, got = 0;
+	int fds[2];
+	long n;
+
+	if (pp_cfg.mode == PP_MODE_OFF)
+		return "PPIPE_MODE=off";
+	buf = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		return "cannot map a probe page";
+	if (syscall(SYS_madvise, buf, page, MADV_POPULATE_READ)) {
+		why = "no MADV_POPULATE_READ (Linux < 5.14): cannot check source buffers";
+		goto out_unmap;
+	}
+	if (syscall(SYS_pipe2, fds, O_CLOEXEC)) {
+		why = "cannot create a probe pipe";
+		goto out_unmap;
+	}
+	memset(buf, 'A', page);
+	iov = (struct iovec){ buf, page };
+	n = syscall(SYS_vmsplice, fds[1], &iov, 1, 0);
+	if (n != (long)page) {
+		why = errno == ENOSYS || errno == EPERM ? "vmsplice is not allowed here" :
+							  "vmsplice failed";
+		goto out_close;
+	}
+	/* Change the page while the pipe holds it: shared pages show the change. */
+	buf[0] = 'B';
+	if (syscall(SYS_read, fds[0], &got, 1) != 1)
+		why = "cannot read the probe pipe";
+	else if (got != 'B')
+		why = "vmsplice copies on this kernel: nothing to gain";
+out_close:
+	syscall(SYS_close, fds[0]);
+	syscall(SYS_close, fds[1]);
+out_unmap:
+	munmap(buf, page);
+	return why;
+}
+
+bool pp_engine_ready(void)
+{
+	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+	int expected = PROBE_UNKNOWN;
+	const char *why;
+
+	if (s == PROBE_OK)
+		return true;
+	if (s != PROBE_UNKNOWN ||
+	    !__atomic_compare_exchange_n(&state, &expected, PROBE_RUNNING, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return false;
+	{
+		int saved = errno;
+
+		why = run_probe();
+		errno = saved;
+	}
+	reason = why ? why : "vmsplice shares pages";
+	if (why)
+		pp_debug("passthrough: %s", why);
+	else if (pp_cfg.mode == PP_MODE_URING)
+		pp_debug("PPIPE_MODE=uring: this build has no io_uring engine; using vmsplice");
+	__atomic_store_n(&state, why ? PROBE_FAILED : PROBE_OK, __ATOMIC_RELEASE);
+	return !why;
+}
+
+const char *pp_engine_name(void)
+{
+	return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == PROBE_OK ? "vmsplice" : "passthrough";
+}
+
+const char *pp_engine_reason(void)
+{
+	return reason;
+}

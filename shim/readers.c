@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+#include "readers.h"
+
+#include "fdtable.h"
+#include "pipe.h"
+#include "sys.h"
+
+#include <fcntl.h>
+
+static void mark_if_inherited(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
+{
+	bool any_fd = *(bool *)arg;
+	long fl;
+
+	if (end != PP_END_READ || !p->accel)
+		return;
+	fl = pp_sys_fcntl(fd, F_GETFD, 0);
+	if (any_fd || (fl >= 0 && !(fl & FD_CLOEXEC)))
+		pp_pipe_mark_unsafe(p, "read end inherited across exec");
+}
+
+void pp_readers_before_exec(bool any_fd)
+{
+	pp_fdt_for_each(mark_if_inherited, &any_fd);
+}
+
+void pp_readers_before_splice(int fd)
+{
+	enum pp_end end;
+	struct pp_pipe *p = pp_fdt_enter(fd, &end);
+
+	if (!p)
+		return;
+	if (end == PP_END_READ)
+		pp_pipe_mark_unsafe(p, "spliced or teed out of");
+	pp_pipe_leave(p);
+}

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+#include "ring.h"
+
+#include "config.h"
+#include "pipe.h"
+#include "pool.h"
+#include "sys.h"
+
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+/* Per-thread cache of (pipe incarnation -> ring), checked on every write. */
+#define TL_RINGS 4
+
+struct tl_entry {
+	struct pp_pipe *pipe;
+	uint32_t gen;
+	struct pp_ring *ring;
+};
+
+static __thread struct tl_entry tl_rings[TL_RINGS] __attribute__((tls_model("initial-exec")));
+static __thread long tl_tid __attribute__((tls_model("initial-exec")));
+static __thread unsigned int tl_next __attribute__((tls_model("initial-exec")));
+
+static size_t page_size;
+
+size_t pp_page_size(void)
+{
+	if (!page_size)
+		page_size = (size_t)sysconf(_SC_PAGESIZE);
+	return page_size;
+}
+
+static size_t round_up(size_t v, size_t to)
+{
+	return (v + to - 1) / to * to;
+}
+
+/*
+ * Held only for a few list operations and only by threads inside the
+ * engine for this pipe; bounded so that a signal handler interrupting the
+ * holder in the same thread gives up (and writes plainly) instead of
+ * spinning forever.
+ */
+static bool list_trylock(struct pp_pipe *p)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (!__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE))
+			return true;
+		__builtin_ia32_pause();
+	}
+	return false;
+}
+
+static void list_unlock(struct pp_pipe *p)
+{
+	__atomic_store_n(&p->lock, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * One mapping: header page(s) holding the struct and the per-page marks,
+ * then the data pages. Twice the capacity by default, so that the slot
+ * rule alone proves every reuse while the capacity stays what it was.
+ */
+static struct pp_ring *ring_create(uint32_t capacity)
+{
+	size_t page = pp_page_size();
+	size_t size = pp_cfg.ring_size ? pp_cfg.ring_size : 2 * (size_t)capacity;
+	size_t npages, header, len;
+	struct pp_ring *r;
+	char *base;
+
+	if (size < 32 * page)
+		size = 32 * page;
+	size = round_up(size, page);
+	npages = size / page;
+	header = round_up(sizeof(*r) + 2 * npages * sizeof(uint64_t), page);
+	len = header + size;
+	base = pp_pool_map(len);
+	if (!base)
+		return NULL;
+	r = (struct pp_ring *)base;
+	r->mark_bytes = (uint64_t *)(r + 1);
+	r->mark_slots = r->mark_bytes + npages;
+	r->data = base + header;
+	r->size = size;
+	r->max_chunk = size / 2;
+	r->map_len = len;
+	r->resident = size;
+	return r;
+}
+
+struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity)
+{
+	uint32_t gen = pp_pipe_gen(p);
+	struct tl_entry *slot;
+	struct pp_ring *r;
+
+	for (int i = 0; i < TL_RINGS; i++) {
+		struct tl_entry *e = &tl_rings[i];
+
+		if (e->pipe == p && e->gen == gen)
+			return e->ring;
+	}
+	/* Evict an entry of a pipe that is gone, else round robin. */
+	slot = &tl_rings[tl_next++ % TL_RINGS];
+	for (int i = 0; i < TL_RINGS; i++) {
+		struct tl_entry *e = &tl_rings[i];
+
+		if (!e->pipe || pp_pipe_gen(e->pipe) != e->gen) {
+			slot = e;
+			break;
+		}
+	}
+	if (!tl_tid)
+		tl_tid = pp_sys_gettid();
+
+	/* Ours already (the cache forgot it)? */
+	if (!list_trylock(p))
+		return NULL;
+	for (r = p->rings; r && r->owner != tl_tid; r = r->next)
+		;
+	list_unlock(p);
+	if (!r) {
+		r = ring_create(capacity);
+		if (!r)
+			return NULL;
+		r->owner = tl_tid;
+		if (!list_trylock(p)) {
+			pp_pool_unmap(r, r->map_len);
+			return NULL;
+		}
+		r->next = p->rings;
+		p->rings = r;
+		list_unlock(p);
+	}
+	*slot = (struct tl_entry){ .pipe = p, .gen = gen, .ring = r };
+	return r;
+}
+
+/* Confirms that every push so far went into pipe @ino. */
+static bool verify_identity(struct pp_ring *r, int fd, uint64_t ino, struct pp_ring_checks *c)
+{
+	uint64_t now;
+
+	c->identity++;
+	if (pp_sys_pipe_ino(fd, &now) || now != ino)
+		return false;
+	r->verified_slots = r->pushed_slots;
+	return true;
+}
+
+long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, uint64_t ino, uint32_t capacity_max,
+		     struct pp_ring_checks *checks)
+{
+	size_t page = pp_page_size();
+	size_t off = r->head, first, last;
+	uint64_t newest_bytes = 0, newest_slots = 0, cap_slots = capacity_max / page;
+	int queued;
+
+	len = round_up(len, page);
+	if (len > r->max_chunk)
+		return PP_RING_BUSY;
+	if (off + len > r->size)
+		off = 0;
+	first = off / page;
+	last = (off + len) / page;
+	for (size_t i = first; i < last; i++) {
+		if (r->mark_slots[i] > newest_slots) {
+			newest_slots = r->mark_slots[i];
+			newest_bytes = r->mark_bytes[i];
+		}
+	}
+	if (!newest_slots)
+		return (long)off; /* never pushed */
+	/*
+	 * The pipe holds at most capacity/page slots and is FIFO: that many
+	 * pushes after the region, all into this pipe, prove it consumed.
+	 */
+	if (cap_slots && r->pushed_slots - newest_slots >= cap_slots) {
+		if (r->verified_slots >= newest_slots + cap_slots)
+			return (long)off;
+		if (!verify_identity(r, fd, ino, checks))
+			return PP_RING_MOVED;
+		return (long)off;
+	}
+	/* Exact test: fewer bytes queued than we pushed after the region. */
+	if (!verify_identity(r, fd, ino, checks))
+		return PP_RING_MOVED;
+	checks->fionread++;
+	if (pp_sys_ioctl(fd, FIONREAD, &queued) == 0 && queued >= 0 &&
+	    (uint64_t)queued <= r->pushed_bytes - newest_bytes)
+		return (long)off;
+	return PP_RING_BUSY;
+}
+
+void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes)
+{
+	size_t page = pp_page_size();
+
+	while (bytes) {
+		size_t n = bytes < page ? bytes : page;
+		size_t i = off / page;
+
+		r->pushed_bytes += n;
+		r->pushed_slots++;
+		r->mark_bytes[i] = r->pushed_bytes;
+		r->mark_slots[i] = r->pushed_slots;
+		off += n;
+		bytes -= n;
+	}
+}
+
+void pp_ring_commit(struct pp_ring *r, size_t off, size_t len)
+{
+	r->head = off + round_up(len, pp_page_size());
+	if (r->head >= r->size)
+		r->head = 0;
+}
+
+static void trim_pipe(struct pp_pipe *p, void *arg)
+{
+	uint64_t now = *(uint64_t *)arg, idle = pp_cfg.idle_ms * 1000000ull;
+	size_t page = pp_page_size(), keep = round_up(pp_cfg.pool_keep, page);
+
+	if (!list_trylock(p))
+		return;
+	for (struct pp_ring *r = p->rings; r; r = r->next) {
+		size_t npages;
+
+		if (r->resident <= keep || now - r->last_use_ns < idle ||
+		    __atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
+			continue;
+		/* Keep the pages the next write will use; drop the rest. */
+		if (keep >= r->size)
+			keep = r->size;
+		if (r->head + keep <= r->size) {
+			madvise(r->data, r->head, MADV_DONTNEED);
+			madvise(r->data + r->head + keep, r->size - r->head - keep, MADV_DONTNEED);
+		} else {
+			size_t wrap = r->head + keep - r->size;
+
+			madvise(r->data + wrap, r->head - wrap, MADV_DONTNEED);
+		}
+		/* Fresh pages are nobody's: they may be written at once. */
+		npages = r->size / page;
+		for (size_t i = 0; i < npages; i++) {
+			size_t off = i * page;
+			bool kept = r->head + keep <= r->size ?
+					    off >= r->head && off < r->head + keep :
+					    off >= r->head || off < r->head + keep - r->size;
+
+			if (!kept)
+				r->mark_slots[i] = r->mark_bytes[i] = 0;
+		}
+		r->resident = keep;
+		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+	}
+	list_unlock(p);
+}
+
+void pp_rings_trim_idle(uint64_t now_ns)
+{
+	pp_pipes_for_each(trim_pipe, &now_ns);
+}
+
+void pp_rings_free(struct pp_pipe *p)
+{
+	struct pp_ring *r, *next;
+
+	/* Nobody is inside the engine for @p any more: no lock needed. */
+	r = p->rings;
+	p->rings = NULL;
+	for (; r; r = next) {
+		next = r->next;
+		pp_pool_unmap(r, r->map_len);
+	}
+}
+
+void pp_rings_forget(struct pp_pipe *p)
+{
+	p->lock = 0;
+	p->rings = NULL;
+}
+
+void pp_ring_after_fork_child(void)
+{
+	for (int i = 0; i < TL_RINGS; i++)
+		tl_rings[i] = (struct tl_entry){ 0 };
+	tl_tid = 0;
+	pp_pool_reset();
+}

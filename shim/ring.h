@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rings: each writing thread has, per pipe, one page-aligned, pre-faulted
+ * ring of pages it copies data into before vmsplice()ing it. A page may
+ * be written again only once the pipe has let go of it (DESIGN.md 2):
+ * either the thread has pushed at least capacity/PAGE_SIZE further slots
+ * into the pipe since (the pipe cannot hold more, and it is FIFO), or
+ * FIONREAD shows fewer bytes in the pipe than the thread pushed since.
+ */
+#ifndef PP_RING_H
+#define PP_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pp_pipe;
+
+struct pp_ring {
+	struct pp_ring *next; /* in the pipe's list */
+	long owner; /* tid of the writing thread */
+	int busy; /* the owner is inside a write (signal re-entry) */
+	char *data; /* size bytes, page-aligned */
+	size_t size; /* multiple of the page size */
+	size_t max_chunk; /* largest region one reservation may take */
+	size_t head; /* next region starts here */
+	uint64_t pushed_bytes;
+	uint64_t pushed_slots;
+	uint64_t verified_slots; /* every push before this one went into our pipe */
+	uint64_t *mark_bytes; /* per page: pushed_bytes after its last push, 0 = never */
+	uint64_t *mark_slots; /* per page: pushed_slots after its last push */
+	size_t map_len; /* the whole mapping, header included */
+	uint64_t last_use_ns; /* CLOCK_MONOTONIC of the owner's last write */
+	size_t resident; /* data bytes not trimmed since the last use */
+};
+
+/*
+ * The calling thread's ring for @p, created on first use. NULL when the
+ * pool cap is reached or memory cannot be had: the caller writes plainly.
+ */
+struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity);
+
+/*
+ * Reserves @len bytes (rounded up to pages) at the ring's head, checking
+ * the reuse rule on every page it covers. The rule's evidence is our own
+ * pushes since, so it only holds if they all went into this pipe: when
+ * the evidence is not yet covered by an identity check, @fd is checked to
+ * still be pipe inode @ino. Returns the region's offset, PP_RING_BUSY when
+ * the pipe may still reference part of it, or PP_RING_MOVED when @fd no
+ * longer refers to the pipe (the ring must not be reused at all).
+ */
+#define PP_RING_BUSY (-1)
+#define PP_RING_MOVED (-2)
+struct pp_ring_checks {
+	uint64_t fionread;
+	uint64_t identity;
+};
+long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, uint64_t ino, uint32_t capacity_max,
+		     struct pp_ring_checks *checks);
+/* Records that @bytes of the region at @off (page-aligned) went into the pipe. */
+void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes);
+/* Moves the head past a reserved region of @len bytes. */
+void pp_ring_commit(struct pp_ring *r, size_t off, size_t len);
+
+/*
+ * Gives the memory of rings idle for PPIPE_IDLE_MS back to the system,
+ * down to PPIPE_POOL_KEEP bytes each. Trimming is always safe: a page the
+ * pipe still holds keeps its contents, the ring just gets a fresh one.
+ * Called now and then from the write path; cheap when nothing is idle.
+ */
+void pp_rings_trim_idle(uint64_t now_ns);
+
+/* Frees every ring of @p (the pipe is gone). */
+void pp_rings_free(struct pp_pipe *p);
+/* In a fork child: the rings were not inherited (MADV_DONTFORK); forget them. */
+void pp_rings_forget(struct pp_pipe *p);
+/* In a fork child: drop this thread's ring cache and the pool accounting. */
+void pp_ring_after_fork_child(void);
+
+/* Page size, read once. */
+size_t pp_page_size(void);
+
+#endif

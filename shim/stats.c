@@ -1,0 +1,520 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Statistics: the closed-pipe totals, the write-latency histogram, and the
+ * JSON report PPIPE_STATS asks for at exit. The report is formatted by a
+ * pure function into a caller's buffer; pp_stats_emit() maps one, writes
+ * it with raw system calls (write(2) and open(2) are interposed) and
+ * unmaps it. Nothing here allocates from the heap.
+ */
+#include "stats.h"
+
+#include "compiler.h"
+#include "config.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef PPIPE_VERSION
+#define PPIPE_VERSION "unknown"
+#endif
+
+struct pp_counters pp_totals_closed;
+struct pp_latency pp_latency_all;
+
+static const char *const pp_counter_names[] = {
+#define PP_X(name, desc) #name,
+	PP_COUNTERS(PP_X)
+#undef PP_X
+};
+
+_Static_assert(ARRAY_SIZE(pp_counter_names) == PP_CNT_COUNT, "one name per counter");
+
+void pp_stats_fold(const struct pp_counters *c)
+{
+	for (unsigned int i = 0; i < PP_CNT_COUNT; i++) {
+		uint64_t v = __atomic_load_n(&c->v[i], __ATOMIC_RELAXED);
+
+		if (v)
+			__atomic_fetch_add(&pp_totals_closed.v[i], v, __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- latency: values 0..7 exact, then 4 buckets per power of two ---- */
+
+#define PP_LAT_EXACT 8
+/* Buckets in use: 8 exact, 4 for each of the powers 2^3 .. 2^63. */
+#define PP_LAT_USED (PP_LAT_EXACT + 4 * (64 - 3))
+
+_Static_assert(PP_LAT_USED <= PP_LAT_BUCKETS, "PP_LAT_BUCKETS covers every uint64_t");
+
+unsigned int pp_latency_bucket(uint64_t ns)
+{
+	unsigned int e;
+
+	if (ns < PP_LAT_EXACT)
+		return (unsigned int)ns;
+	e = 63 - (unsigned int)__builtin_clzll(ns); /* 3..63 */
+	return PP_LAT_EXACT + (e - 3) * 4 + (unsigned int)((ns >> (e - 2)) & 3);
+}
+
+uint64_t pp_latency_bucket_upper(unsigned int b)
+{
+	unsigned int e, sub;
+
+	if (b < PP_LAT_EXACT)
+		return b;
+	if (b >= PP_LAT_USED)
+		return UINT64_MAX;
+	e = 3 + (b - PP_LAT_EXACT) / 4;
+	sub = (b - PP_LAT_EXACT) % 4;
+	/* The bucket holds [(4 + sub) << (e - 2), (5 + sub) << (e - 2)). */
+	return ((uint64_t)(4 + sub) << (e - 2)) + ((UINT64_C(1) << (e - 2)) - 1);
+}
+
+void pp_latency_record(struct pp_latency *l, uint64_t ns)
+{
+	uint64_t max = __atomic_load_n(&l->max_ns, __ATOMIC_RELAXED);
+
+	__atomic_fetch_add(&l->count, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&l->sum_ns, ns, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&l->bucket[pp_latency_bucket(ns)], 1, __ATOMIC_RELAXED);
+	while (ns > max && !__atomic_compare_exchange_n(&l->max_ns, &max, ns, true,
+							__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+uint64_t pp_latency_quantile(const struct pp_latency *l, double q)
+{
+	uint64_t total = 0, rank, seen = 0, max = __atomic_load_n(&l->max_ns, __ATOMIC_RELAXED);
+	double want;
+
+	for (unsigned int b = 0; b < PP_LAT_BUCKETS; b++)
+		total += __atomic_load_n(&l->bucket[b], __ATOMIC_RELAXED);
+	if (!total)
+		return 0;
+	if (!(q > 0)) /* also NaN */
+		q = 0;
+	if (q > 1)
+		q = 1;
+	/*
+	 * rank = ceil(q * total), at least 1: the smallest value with q of
+	 * them at or below it. A fraction below 1e-7 is rounding noise:
+	 * 0.07 * 100 is 7.000000000000001 in binary, and that is rank 7.
+	 */
+	want = q * (double)total;
+	if (want >= (double)total) {
+		rank = total;
+	} else {
+		rank = (uint64_t)want;
+		if (want - (double)rank > 1e-7)
+			rank++;
+	}
+	if (rank < 1)
+		rank = 1;
+	if (rank > total)
+		rank = total;
+	for (unsigned int b = 0; b < PP_LAT_BUCKETS; b++) {
+		seen += __atomic_load_n(&l->bucket[b], __ATOMIC_RELAXED);
+		if (seen >= rank) {
+			uint64_t upper = pp_latency_bucket_upper(b);
+
+			return upper < max ? upper : max;
+		}
+	}
+	return max; /* the buckets moved under us */
+}
+
+/* ---- JSON ---- */
+
+/*
+ * Output cursor: @pos counts every byte the report needs, while only the
+ * first @len land in @buf, so one pass both formats and measures.
+ */
+struct pp_out {
+	char *buf;
+	size_t len, pos;
+};
+
+static void pp_out_mem(struct pp_out *o, const char *s, size_t n)
+{
+	if (o->pos < o->len) {
+		size_t room = o->len - o->pos;
+
+		memcpy(o->buf + o->pos, s, n < room ? n : room);
+	}
+	o->pos += n;
+}
+
+static void pp_out_str(struct pp_out *o, const char *s)
+{
+	pp_out_mem(o, s, strlen(s));
+}
+
+static void pp_out_u64(struct pp_out *o, uint64_t v)
+{
+	char t[20];
+	size_t i = sizeof(t);
+
+	do {
+		t[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	pp_out_mem(o, t + i, sizeof(t) - i);
+}
+
+static void pp_out_i64(struct pp_out *o, int64_t v)
+{
+	if (v < 0) {
+		pp_out_mem(o, "-", 1);
+		pp_out_u64(o, -(uint64_t)v);
+	} else {
+		pp_out_u64(o, (uint64_t)v);
+	}
+}
+
+/* Length of the well-formed UTF-8 sequence at @s (RFC 3629), 0 if there is none. */
+static size_t pp_utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0; /* overlong */
+	else if (c == 0xed)
+		hi = 0x9f; /* surrogates */
+	else if (c == 0xf0)
+		lo = 0x90; /* overlong */
+	else if (c == 0xf4)
+		hi = 0x8f; /* above U+10FFFF */
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	/* A NUL is no continuation byte, so this never reads past the string. */
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/* A JSON string (RFC 8259); bytes that are not UTF-8 become U+FFFD. NULL is null. */
+static void pp_out_json_str(struct pp_out *o, const char *str)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)str;
+
+	if (!s) {
+		pp_out_str(o, "null");
+		return;
+	}
+	pp_out_mem(o, "\"", 1);
+	while (*s) {
+		const unsigned char *run = s;
+		char esc[6] = { '\\', 'u', '0', '0', 0, 0 };
+		size_t n;
+
+		/* Copy the longest run that needs no escaping in one go. */
+		while (*s >= 0x20 && *s < 0x80 && *s != '"' && *s != '\\')
+			s++;
+		if (s > run)
+			pp_out_mem(o, (const char *)run, (size_t)(s - run));
+		if (!*s)
+			break;
+		switch (*s) {
+		case '"':
+			pp_out_mem(o, "\\\"", 2);
+			break;
+		case '\\':
+			pp_out_mem(o, "\\\\", 2);
+			break;
+		case '\b':
+			pp_out_mem(o, "\\b", 2);
+			break;
+		case '\f':
+			pp_out_mem(o, "\\f", 2);
+			break;
+		case '\n':
+			pp_out_mem(o, "\\n", 2);
+			break;
+		case '\r':
+			pp_out_mem(o, "\\r", 2);
+			break;
+		case '\t':
+			pp_out_mem(o, "\\t", 2);
+			break;
+		default:
+			if (*s < 0x20) {
+				esc[4] = hex[*s >> 4];
+				esc[5] = hex[*s & 15];
+				pp_out_mem(o, esc, sizeof(esc));
+				break;
+			}
+			n = pp_utf8_len(s);
+			if (n) {
+				pp_out_mem(o, (const char *)s, n);
+				s += n;
+				continue;
+			}
+			pp_out_str(o, "\\ufffd");
+			break;
+		}
+		s++;
+	}
+	pp_out_mem(o, "\"", 1);
+}
+
+static void pp_out_key(struct pp_out *o, const char *key)
+{
+	pp_out_mem(o, "\"", 1);
+	pp_out_str(o, key);
+	pp_out_mem(o, "\":", 2);
+}
+
+/* Every counter as "name":value, comma-separated, in PP_COUNTERS order. */
+static void pp_out_counters(struct pp_out *o, const struct pp_counters *c)
+{
+	for (unsigned int i = 0; i < PP_CNT_COUNT; i++) {
+		if (i)
+			pp_out_mem(o, ",", 1);
+		pp_out_key(o, pp_counter_names[i]);
+		pp_out_u64(o, c->v[i]);
+	}
+}
+
+static void pp_out_latency(struct pp_out *o, const struct pp_latency *l)
+{
+	static const struct pp_latency none;
+	uint64_t count, sum;
+	bool first = true;
+
+	if (!l)
+		l = &none;
+	count = __atomic_load_n(&l->count, __ATOMIC_RELAXED);
+	sum = __atomic_load_n(&l->sum_ns, __ATOMIC_RELAXED);
+	pp_out_str(o, "{\"count\":");
+	pp_out_u64(o, count);
+	pp_out_str(o, ",\"avg\":");
+	pp_out_u64(o, count ? sum / count : 0);
+	pp_out_str(o, ",\"p50\":");
+	pp_out_u64(o, pp_latency_quantile(l, 0.50));
+	pp_out_str(o, ",\"p99\":");
+	pp_out_u64(o, pp_latency_quantile(l, 0.99));
+	pp_out_str(o, ",\"max\":");
+	pp_out_u64(o, __atomic_load_n(&l->max_ns, __ATOMIC_RELAXED));
+	pp_out_str(o, ",\"buckets\":[");
+	for (unsigned int b = 0; b < PP_LAT_BUCKETS; b++) {
+		uint64_t n = __atomic_load_n(&l->bucket[b], __ATOMIC_RELAXED);
+
+		if (!n)
+			continue;
+		pp_out_str(o, first ? "[" : ",[");
+		pp_out_u64(o, pp_latency_bucket_upper(b));
+		pp_out_mem(o, ",", 1);
+		pp_out_u64(o, n);
+		pp_out_mem(o, "]", 1);
+		first = false;
+	}
+	pp_out_str(o, "]}");
+}
+
+static void pp_out_fd(struct pp_out *o, const struct pp_fd_report *f)
+{
+	pp_out_str(o, "{\"fd\":");
+	pp_out_i64(o, f->fd);
+	pp_out_str(o, ",\"inode\":");
+	pp_out_u64(o, f->inode);
+	pp_out_str(o, ",\"end\":");
+	pp_out_json_str(o, f->write_end ? "write" : "read");
+	pp_out_str(o, ",\"path\":");
+	pp_out_json_str(o, f->path);
+	pp_out_str(o, ",\"reason\":");
+	pp_out_json_str(o, f->reason);
+	pp_out_mem(o, ",", 1);
+	pp_out_counters(o, &f->cnt);
+	pp_out_mem(o, "}", 1);
+}
+
+/* Formats @r into @buf (at most @len bytes, no NUL); returns the length it needs. */
+static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t len)
+{
+	struct pp_out o = { .buf = buf, .len = buf ? len : 0 };
+
+	pp_out_str(&o, "{\"pid\":");
+	pp_out_i64(&o, r->pid);
+	pp_out_str(&o, ",\"version\":");
+	pp_out_json_str(&o, PPIPE_VERSION);
+	pp_out_str(&o, ",\"mode\":");
+	pp_out_json_str(&o, pp_mode_name(pp_cfg.mode));
+	pp_out_str(&o, ",\"engine\":");
+	pp_out_json_str(&o, r->engine);
+	pp_out_str(&o, ",\"engine_reason\":");
+	pp_out_json_str(&o, r->engine_reason);
+	pp_out_str(&o, ",\"totals\":{");
+	pp_out_counters(&o, &r->totals);
+	pp_out_str(&o, "},\"latency_ns\":");
+	pp_out_latency(&o, r->latency);
+	pp_out_str(&o, ",\"fds\":[");
+	for (size_t i = 0; r->fds && i < r->nfds; i++) {
+		if (i)
+			pp_out_mem(&o, ",", 1);
+		pp_out_fd(&o, &r->fds[i]);
+	}
+	pp_out_str(&o, "]}\n");
+	return o.pos;
+}
+
+long pp_stats_format(const struct pp_stats_report *r, char *buf, size_t len)
+{
+	size_t n;
+
+	if (!buf || !len)
+		return -1;
+	n = pp_stats_render(r, buf, len);
+	if (n >= len || n > LONG_MAX)
+		return -1;
+	buf[n] = '\0';
+	return (long)n;
+}
+
+/* ---- output ---- */
+
+/* Expands "%p" to @pid and "%%" to "%" in @dest; -1 if the result does not fit. */
+static int pp_stats_path(const char *dest, long pid, char *path, size_t len)
+{
+	char num[24];
+	size_t o = 0, nlen = 0;
+	unsigned long v = pid > 0 ? (unsigned long)pid : 0;
+
+	do {
+		num[sizeof(num) - ++nlen] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+
+	for (const char *s = dest; *s; s++) {
+		const char *piece = s;
+		size_t n = 1;
+
+		if (s[0] == '%' && s[1] == 'p') {
+			piece = num + sizeof(num) - nlen;
+			n = nlen;
+			s++;
+		} else if (s[0] == '%' && s[1] == '%') {
+			s++;
+		}
+		if (n >= len - o)
+			return -1;
+		memcpy(path + o, piece, n);
+		o += n;
+	}
+	path[o] = '\0';
+	return 0;
+}
+
+static int pp_write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		long n = syscall(SYS_write, fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			errno = EIO;
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Formats @r into a mapped buffer and writes it to @fd in one write(2);
+ * @where names @fd in a warning.
+ */
+static void pp_stats_write(int fd, const char *where, const struct pp_stats_report *r)
+{
+	long page = sysconf(_SC_PAGESIZE), n;
+	size_t size;
+	char *buf;
+
+	/* Measure, then leave room for latency buckets that fill meanwhile. */
+	if (page <= 0)
+		page = 4096;
+	size = pp_stats_render(r, NULL, 0) + 1 + 65536;
+	for (int attempt = 0;; attempt++) {
+		size = (size + (size_t)page - 1) & ~((size_t)page - 1);
+		buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (buf == MAP_FAILED) {
+			pp_warn("PPIPE_STATS: cannot map %zu bytes for the report: %s", size,
+				pp_strerror(errno));
+			return;
+		}
+		n = pp_stats_format(r, buf, size);
+		if (n >= 0)
+			break;
+		munmap(buf, size);
+		if (attempt == 2) {
+			pp_warn("PPIPE_STATS: the report keeps growing; no statistics written");
+			return;
+		}
+		size *= 2;
+	}
+	/* One write: appends from many processes to one file do not interleave. */
+	if (pp_write_all(fd, buf, (size_t)n))
+		pp_warn("PPIPE_STATS: cannot write to %s: %s", where, pp_strerror(errno));
+	munmap(buf, size);
+}
+
+void pp_stats_emit(const char *dest, const struct pp_stats_report *r)
+{
+	long pid = r->pid > 0 ? r->pid : syscall(SYS_getpid);
+	char path[PATH_MAX];
+	int saved = errno, fd;
+
+	if (!dest || !dest[0] || !strcmp(dest, "0"))
+		return;
+	if (!strcmp(dest, "1")) {
+		pp_stats_write(2, "stderr", r);
+		goto out;
+	}
+	if (pp_stats_path(dest, pid, path, sizeof(path))) {
+		pp_warn("PPIPE_STATS: the path is too long; no statistics written");
+		goto out;
+	}
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+			  0644);
+	if (fd < 0) {
+		pp_warn("PPIPE_STATS: cannot open %s: %s", path, pp_strerror(errno));
+		goto out;
+	}
+	pp_stats_write(fd, path, r);
+	syscall(SYS_close, fd);
+out:
+	errno = saved;
+}
+
+void pp_stats_emit_fd(int fd, const struct pp_stats_report *r)
+{
+	int saved = errno;
+	char where[32];
+
+	snprintf(where, sizeof(where), "fd %d", fd);
+	pp_stats_write(fd, where, r);
+	errno = saved;
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Statistics. Counters live in each pipe object (relaxed atomics, so only
+ * threads writing the same pipe share a cache line) and are folded into
+ * the process totals when the pipe goes away. At exit, PPIPE_STATS gets
+ * one JSON object per process:
+ *   {"pid":..., "version":..., "mode":..., "engine":..., "engine_reason":...,
+ *    "totals": {<every counter>},
+ *    "latency_ns": {"count":..,"avg":..,"p50":..,"p99":..,"max":..,
+ *                   "buckets":[[upper_ns,count],...]},
+ *    "fds": [{"fd":..,"inode":..,"end":"write"|"read","path":"vmsplice"|"passthrough",
+ *             "reason":"...", <every counter>}, ...]}
+ */
+#ifndef PP_STATS_H
+#define PP_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* X(name, description): every counter, in JSON order. */
+#define PP_COUNTERS(X)                                                                       \
+	X(writes_accelerated, "write/writev calls that went into the pipe by vmsplice")      \
+	X(bytes_accelerated, "bytes those calls moved")                                      \
+	X(writes_passthrough, "write/writev calls on tracked pipes that took the real call") \
+	X(bytes_passthrough, "bytes those calls moved")                                      \
+	X(fallbacks, "accelerated attempts that fell back to the real call")                 \
+	X(vmsplice_calls, "vmsplice system calls issued")                                    \
+	X(fionread_checks, "FIONREAD checks of the reuse rule")                              \
+	X(identity_checks, "fstat checks that an fd still names its pipe")                   \
+	X(ring_waits, "writes that found their ring still referenced by the pipe")           \
+	X(efaults, "writes whose source buffer faulted")
+
+enum pp_counter {
+#define PP_X(name, desc) PP_CNT_##name,
+	PP_COUNTERS(PP_X)
+#undef PP_X
+		PP_CNT_COUNT
+};
+
+struct pp_counters {
+	uint64_t v[PP_CNT_COUNT];
+};
+
+static inline void pp_count(struct pp_counters *c, enum pp_counter i, uint64_t n)
+{
+	__atomic_fetch_add(&c->v[i], n, __ATOMIC_RELAXED);
+}
+
+/* Latency of accelerated writes: log2 buckets with 4 sub-buckets. */
+#define PP_LAT_BUCKETS 256
+
+struct pp_latency {
+	uint64_t count, sum_ns, max_ns;
+	uint64_t bucket[PP_LAT_BUCKETS];
+};
+
+/* Records one accelerated write's latency (relaxed atomics; any thread). */
+void pp_latency_record(struct pp_latency *l, uint64_t ns);
+/* Bucket of @ns, and the largest value that bucket holds. */
+unsigned int pp_latency_bucket(uint64_t ns);
+uint64_t pp_latency_bucket_upper(unsigned int b);
+/* Value at quantile @q (0..1]: the upper bound of its bucket, clamped to max. */
+uint64_t pp_latency_quantile(const struct pp_latency *l, double q);
+
+/* Process totals of pipes that are gone. */
+extern struct pp_counters pp_totals_closed;
+extern struct pp_latency pp_latency_all;
+
+/* Adds @c to the closed-pipe totals. */
+void pp_stats_fold(const struct pp_counters *c);
+
+/* One fd's line in the report. */
+struct pp_fd_report {
+	int fd;
+	unsigned long inode;
+	int write_end; /* 1: write end, 0: read end */
+	const char *path; /* "vmsplice" or "passthrough" */
+	const char *reason; /* why: "accelerated", "readers unknown", "O_DIRECT", ... */
+	struct pp_counters cnt;
+};
+
+struct pp_stats_report {
+	pid_t pid;
+	const char *engine; /* "vmsplice", "passthrough" */
+	const char *engine_reason; /* e.g. "vmsplice copies on this kernel" */
+	struct pp_counters totals; /* closed pipes + live ones, summed by the caller */
+	const struct pp_latency *latency;
+	const struct pp_fd_report *fds;
+	size_t nfds;
+};
+
+/*
+ * Formats @r as one JSON object plus a newline into @buf (size @len).
+ * Returns the length, or -1 if it did not fit. Pure: no I/O, no malloc.
+ * The output is NUL-terminated (not counted), and the NUL must fit too.
+ * NULL strings are written as null; "mode" is pp_cfg.mode, "version"
+ * PPIPE_VERSION (a -D of the build, "unknown" without).
+ */
+long pp_stats_format(const struct pp_stats_report *r, char *buf, size_t len);
+
+/*
+ * Writes @r where PPIPE_STATS says: "1" = stderr, otherwise a path in
+ * which "%p" becomes the pid (opened O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC,
+ * 0644). A failure prints one warning. Allocates with mmap only.
+ * "" and "0" write nothing; "%%" in a path is a literal "%". The report
+ * goes out in one write(2), so appends from several processes do not mix.
+ */
+void pp_stats_emit(const char *dest, const struct pp_stats_report *r);
+/* Writes @r to an open fd (ppipe_stats_dump). */
+void pp_stats_emit_fd(int fd, const struct pp_stats_report *r);
+
+#endif

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+#include "writepath.h"
+
+#include "config.h"
+#include "compiler.h"
+#include "engine.h"
+#include "fdtable.h"
+#include "init.h"
+#include "pipe.h"
+#include "real.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+
+/*
+ * PPIPE_READERS=trust: a pipe this process did not create (inherited,
+ * a FIFO) is tracked on its first large write.
+ */
+static struct pp_pipe *adopt(int fd)
+{
+	struct pp_pipe *p;
+	enum pp_end end;
+	uint64_t ino;
+	long cap;
+
+	if (pp_cfg.readers != PP_READERS_TRUST || !pp_fd_selected(fd) || pp_fdt_init())
+		return NULL;
+	if (pp_fdt_is_plain(fd) || pp_sys_pipe_ino(fd, &ino)) {
+		pp_fdt_mark_plain(fd);
+		return NULL;
+	}
+	cap = pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
+	p = pp_pipe_new(ino, false, cap > 0 ? (int)cap : 0);
+	if (!p)
+		return NULL;
+	p->accel = true;
+	p->reason = "PPIPE_READERS=trust";
+	pp_fdt_set(fd, p, PP_END_WRITE);
+	return pp_fdt_enter(fd, &end);
+}
+
+static ssize_t to_libc(ssize_t r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t total)
+{
+	enum pp_end end = PP_END_WRITE;
+	struct pp_pipe *p;
+	ssize_t r;
+
+	p = pp_fdt_enter(fd, &end);
+	if (!p && !(p = adopt(fd)))
+		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
+				     real_writev(fd, iov, iovcnt);
+	r = PP_DECLINE;
+	if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd))
+		r = pp_engine_write(p, fd, iov, iovcnt, total);
+	if (r == PP_DECLINE) {
+		r = iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
+				  real_writev(fd, iov, iovcnt);
+		if (r >= 0) {
+			pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
+			pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)r);
+		}
+	} else {
+		r = to_libc(r);
+	}
+	{
+		int saved = errno;
+
+		pp_pipe_leave(p);
+		errno = saved;
+	}
+	return r;
+}
+
+ssize_t pp_write(int fd, const void *buf, size_t n)
+{
+	struct iovec iov = { (void *)buf, n };
+
+	if (likely(n < pp_cfg.min_write))
+		return real_write(fd, buf, n);
+	return write_iov(fd, &iov, 1, n);
+}
+
+ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+
+	if (iovcnt <= 0 || iovcnt > IOV_MAX)
+		return real_writev(fd, iov, iovcnt);
+	for (int i = 0; i < iovcnt; i++) {
+		/* Overflow or a length the kernel would refuse: let it say so. */
+		if (iov[i].iov_len > SSIZE_MAX - total)
+			return real_writev(fd, iov, iovcnt);
+		total += iov[i].iov_len;
+	}
+	if (likely(total < pp_cfg.min_write))
+		return real_writev(fd, iov, iovcnt);
+	return write_iov(fd, iov, iovcnt, total);
+}
