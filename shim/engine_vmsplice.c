@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -114,6 +115,36 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The pipe is full. vmsplice() ignores the file's O_NONBLOCK and waits
+ * only once, so the write() semantics are rebuilt here:
+ *   - a non-blocking file: -EAGAIN (the caller returns what moved);
+ *   - nothing moved yet: 1, wait in a blocking vmsplice(), where the
+ *     kernel applies SA_RESTART exactly as write() would;
+ *   - bytes moved: wait in poll(), which a signal always interrupts, so
+ *     the call returns the partial count as write() does instead of
+ *     being restarted into a wait nobody may end.
+ * Returns 0 when there is room, 1 (see above), or -errno.
+ */
+static long wait_writable(struct pp_pipe *p, int fd, bool moved)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	long fl = pp_sys_fcntl(fd, F_GETFL, 0);
+	long r;
+
+	if (fl >= 0 && (fl & O_NONBLOCK)) {
+		pp_pipe_set_nonblock(p, true);
+		return -EAGAIN;
+	}
+	if (!moved)
+		return 1;
+	r = PP_SYSCALL(SYS_poll, &pfd, 1, -1);
+	if (r < 0)
+		return r == -EINTR ? -EINTR : r;
+	/* POLLERR: no readers; the next vmsplice reports EPIPE and SIGPIPE. */
+	return 0;
+}
+
 /* Every half idle period, one writer looks for idle rings to trim. */
 static void maybe_trim(uint64_t now)
 {
@@ -147,13 +178,27 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	struct pp_ring *r;
 	size_t done = 0, off = 0;
 	int idx = 0;
-	long fl;
 	ssize_t ret;
 
 	if (!pp_engine_ready())
 		return decline(p, pp_engine_reason());
 	if (pp_pipe_unsafe(p))
 		return decline(p, NULL);
+	/*
+	 * Non-blocking writes keep the kernel's exact partial counts, which
+	 * depend on merging into the last buffer: vmspliced buffers cannot
+	 * merge, so those take the real call. Pipes we did not create may
+	 * share their open file with anyone: ask the kernel each time.
+	 */
+	if (!p->created_here) {
+		long fl = pp_sys_fcntl(fd, F_GETFL, 0);
+
+		if (fl < 0 || (fl & (O_NONBLOCK | O_DIRECT)))
+			return decline(p, fl >= 0 && (fl & O_DIRECT) ? "packet mode (O_DIRECT)" :
+								       NULL);
+	} else if (pp_pipe_nonblock(p)) {
+		return decline(p, NULL);
+	}
 	capacity = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
 	r = pp_ring_get(p, capacity);
 	if (!r)
@@ -218,28 +263,24 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 				pushed += (size_t)n;
 				continue;
 			}
-			/*
-			 * vmsplice ignores the file's O_NONBLOCK, so it is
-			 * asked non-blocking first; a full pipe then tells
-			 * which one the caller wanted. The flags belong to
-			 * the open file, which other processes share.
-			 */
 			if (n == -EAGAIN && vflags) {
-				fl = pp_sys_fcntl(fd, F_GETFL, 0);
-				if (fl >= 0 && !(fl & O_NONBLOCK)) {
-					vflags = 0;
+				n = wait_writable(p, fd, done + pushed > 0);
+				if (n == 0)
+					continue; /* room now */
+				if (n == 1) {
+					vflags = 0; /* nothing moved yet: the kernel's own wait */
 					continue;
 				}
-			}
-			/* Not a pipe after all (nothing moved yet): the real call decides. */
-			if (!done && !pushed && (n == -EBADF || n == -EINVAL)) {
+			} else if (!done && !pushed && (n == -EBADF || n == -EINVAL)) {
+				/* Not a pipe after all (nothing moved): the real call decides. */
 				__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 				return decline(p, "vmsplice refused the fd");
 			}
-			/* EINTR, EPIPE (SIGPIPE already raised once), ENOMEM... */
+			/* EINTR, EPIPE (SIGPIPE already raised once), EAGAIN, ENOMEM... */
 			ret = n ? n : -EIO;
 			break;
 		}
+		vflags = SPLICE_F_NONBLOCK;
 		pp_ring_commit(r, (size_t)roff, pushed ? pushed : 0);
 		done += pushed;
 		if (ret < 0 || pushed < chunk)

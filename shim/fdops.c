@@ -36,6 +36,7 @@ static void track_new_pipe(const int fds[2], int flags)
 		return;
 	p->accel = true;
 	p->reason = "created here, readers known";
+	pp_pipe_set_nonblock(p, flags & O_NONBLOCK);
 	pp_fdt_set(fds[0], p, PP_END_READ);
 	pp_fdt_set(fds[1], p, PP_END_WRITE);
 }
@@ -102,14 +103,15 @@ int pp_fcntl(int fd, int cmd, unsigned long arg)
 		pp_fdt_dup(fd, r);
 		break;
 	case F_SETFL:
+		p = pp_fdt_enter(fd, &end);
+		if (!p)
+			break;
 		/* Packet mode: vmspliced buffers would lose the packet flag. */
-		if (arg & O_DIRECT) {
-			p = pp_fdt_enter(fd, &end);
-			if (p) {
-				pp_pipe_mark_unsafe(p, "packet mode (O_DIRECT)");
-				pp_pipe_leave(p);
-			}
-		}
+		if (arg & O_DIRECT)
+			pp_pipe_mark_unsafe(p, "packet mode (O_DIRECT)");
+		if (end == PP_END_WRITE)
+			pp_pipe_set_nonblock(p, arg & O_NONBLOCK);
+		pp_pipe_leave(p);
 		break;
 	case F_SETPIPE_SZ:
 	case F_GETPIPE_SZ:
@@ -135,6 +137,19 @@ int pp_close_range(unsigned int first, unsigned int last, int flags)
 			pp_fdt_clear((int)fd);
 	}
 	return real_close_range(first, last, flags);
+}
+
+int pp_ioctl_fionbio(int fd, const int *on)
+{
+	enum pp_end end;
+	struct pp_pipe *p = pp_fdt_enter(fd, &end);
+
+	if (!p)
+		return 0;
+	if (end == PP_END_WRITE)
+		pp_pipe_set_nonblock(p, *on != 0);
+	pp_pipe_leave(p);
+	return 0;
 }
 
 /* fclose() closes its fd inside libc, out of our sight: forget it here. */

@@ -24,6 +24,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -101,6 +103,26 @@ PP_EXPORT int fcntl64(int fd, int cmd, ...)
 
 	FCNTL_ARG(cmd, arg);
 	return pp_fcntl(fd, cmd, arg);
+}
+
+/* Only FIONBIO matters to libppipe: it switches O_NONBLOCK. */
+PP_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+	int r;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	r = pp_real.ioctl ? pp_real.ioctl(fd, req, arg) : (int)syscall(SYS_ioctl, fd, req, arg);
+	if (r == 0 && req == FIONBIO && arg) {
+		int saved = errno;
+
+		pp_ioctl_fionbio(fd, arg);
+		errno = saved;
+	}
+	return r;
 }
 
 PP_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,

@@ -116,6 +116,7 @@ static struct pp_shared *registry_slot(uint64_t ino)
 						__ATOMIC_ACQUIRE)) {
 			__atomic_store_n(&s->unsafe, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&s->capacity_max, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->nonblock, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&s->holders, 1, __ATOMIC_RELEASE);
 			return s;
 		}

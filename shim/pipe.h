@@ -25,7 +25,7 @@ struct pp_shared {
 	uint32_t unsafe; /* a reader may keep pages: no reuse, ever again */
 	uint32_t capacity_max; /* largest capacity any process saw, bytes */
 	uint32_t holders; /* processes holding an fd of it */
-	uint32_t pad;
+	uint32_t nonblock; /* the write end's open file has O_NONBLOCK */
 };
 
 enum pp_end { PP_END_READ = 0, PP_END_WRITE = 1 };
@@ -67,6 +67,21 @@ static inline bool pp_pipe_unsafe(const struct pp_pipe *p)
 {
 	return __atomic_load_n(&p->sh->unsafe, __ATOMIC_ACQUIRE);
 }
+/*
+ * O_NONBLOCK of the write end's open file, as pipe2/F_SETFL/FIONBIO left
+ * it in any libppipe process of the tree (nobody else can reach that open
+ * file while the pipe is still accelerated: an exec that passes it on
+ * marks the pipe unsafe).
+ */
+static inline bool pp_pipe_nonblock(const struct pp_pipe *p)
+{
+	return __atomic_load_n(&p->sh->nonblock, __ATOMIC_RELAXED);
+}
+static inline void pp_pipe_set_nonblock(struct pp_pipe *p, bool on)
+{
+	__atomic_store_n(&p->sh->nonblock, on, __ATOMIC_RELAXED);
+}
+
 /* Records a capacity seen by F_SETPIPE_SZ/F_GETPIPE_SZ. */
 void pp_pipe_note_capacity(struct pp_pipe *p, int capacity);
 

@@ -12,11 +12,17 @@ static void mark_if_inherited(int fd, struct pp_pipe *p, enum pp_end end, void *
 	bool any_fd = *(bool *)arg;
 	long fl;
 
-	if (end != PP_END_READ || !p->accel)
+	if (!p->accel)
 		return;
 	fl = pp_sys_fcntl(fd, F_GETFD, 0);
-	if (any_fd || (fl >= 0 && !(fl & FD_CLOEXEC)))
-		pp_pipe_mark_unsafe(p, "read end inherited across exec");
+	if (!any_fd && (fl < 0 || (fl & FD_CLOEXEC)))
+		return;
+	/*
+	 * A read end: the new program may splice pages out. A write end:
+	 * it shares the open file and may change O_NONBLOCK behind us.
+	 */
+	pp_pipe_mark_unsafe(p, end == PP_END_READ ? "read end inherited across exec" :
+						    "write end inherited across exec");
 }
 
 void pp_readers_before_exec(bool any_fd)

@@ -7,7 +7,9 @@
  * each marks the pipe unsafe for every process of the tree, before the
  * call that could let a page escape:
  *   - exec or spawn while a read end would be inherited (the new program
- *     starts without our bookkeeping, so it may splice pages out);
+ *     starts without our bookkeeping, so it may splice pages out), or a
+ *     write end (it could switch the shared open file to O_NONBLOCK or
+ *     packet mode without our seeing it);
  *   - splice() or tee() from a read end in this process (both pass page
  *     references on instead of copying).
  * An unsafe pipe takes the plain write path from then on; pages already

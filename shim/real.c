@@ -40,6 +40,7 @@ void pp_real_bind(void)
 	BIND(system);
 	BIND(popen);
 	BIND(fclose);
+	BIND(ioctl);
 #undef BIND
 }
 

@@ -44,6 +44,7 @@ struct pp_real {
 	int (*system)(const char *);
 	void *(*popen)(const char *, const char *);
 	int (*fclose)(void *);
+	int (*ioctl)(int, unsigned long, ...);
 };
 
 extern struct pp_real pp_real;

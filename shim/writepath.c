@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 
 /*
  * PPIPE_READERS=trust: a pipe this process did not create (inherited,
@@ -82,11 +83,25 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	return r;
 }
 
+/*
+ * What the kernel refuses before looking at the fd (a range outside user
+ * space) or trims (MAX_RW_COUNT) stays with the kernel.
+ */
+#define PP_MAX_RW_COUNT ((size_t)INT_MAX & ~(size_t)4095)
+#define PP_USER_TOP 0x00007ffffffff000ull
+
+static bool plain_range(const void *buf, size_t n)
+{
+	uintptr_t a = (uintptr_t)buf;
+
+	return n > PP_MAX_RW_COUNT || a + n < a || a + n > PP_USER_TOP;
+}
+
 ssize_t pp_write(int fd, const void *buf, size_t n)
 {
 	struct iovec iov = { (void *)buf, n };
 
-	if (likely(n < pp_cfg.min_write))
+	if (likely(n < pp_cfg.min_write) || plain_range(buf, n))
 		return real_write(fd, buf, n);
 	return write_iov(fd, &iov, 1, n);
 }
@@ -99,11 +114,12 @@ ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 		return real_writev(fd, iov, iovcnt);
 	for (int i = 0; i < iovcnt; i++) {
 		/* Overflow or a length the kernel would refuse: let it say so. */
-		if (iov[i].iov_len > SSIZE_MAX - total)
+		if (iov[i].iov_len > SSIZE_MAX - total ||
+		    plain_range(iov[i].iov_base, iov[i].iov_len))
 			return real_writev(fd, iov, iovcnt);
 		total += iov[i].iov_len;
 	}
-	if (likely(total < pp_cfg.min_write))
+	if (likely(total < pp_cfg.min_write) || total > PP_MAX_RW_COUNT)
 		return real_writev(fd, iov, iovcnt);
 	return write_iov(fd, iov, iovcnt, total);
 }
