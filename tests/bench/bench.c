@@ -43,6 +43,7 @@ enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 
 struct options {
 	int procs;
+	int memcpy; /* --mode memcpy: the single-thread copy bandwidth, for reference */
 	unsigned int writers, readers;
 	uint64_t size, read_size, pipe_size;
 	double duration;
@@ -495,6 +496,40 @@ static void print_text(const struct bench *b, const struct summary *s, const str
 		printf("verify: %s\n", verified ? "ok" : "FAILED");
 }
 
+static void die_env(const char *what, int err)
+{
+	fprintf(stderr, "ppipe-bench: %s: %s\n", what, strerror(err));
+	exit(EXIT_ENV);
+}
+
+/*
+ * The reference a pipe is measured against: one thread copying @size
+ * bytes between two warm buffers, as fast as memcpy goes.
+ */
+static int run_memcpy(const struct options *o)
+{
+	unsigned char *a = alloc_buffer(o->size), *b = alloc_buffer(o->size);
+	uint64_t start, end, bytes = 0;
+
+	if (!a || !b)
+		die_env("malloc", ENOMEM);
+	start = now_ns();
+	end = start + (uint64_t)(o->duration * 1e9);
+	do {
+		memcpy(b, a, o->size);
+		__asm__ volatile("" : : "r"(b) : "memory");
+		bytes += o->size;
+	} while (now_ns() < end);
+	end = now_ns();
+	printf(o->json ? "{\"tool\":\"ppipe-bench\",\"version\":\"%s\",\"mode\":\"memcpy\","
+			 "\"size\":%" PRIu64 ",\"mbps\":%.3f}\n" :
+			 "ppipe-bench %s memcpy size=%" PRIu64 " throughput_MBps: %.2f\n",
+	       PPIPE_VERSION, o->size, (double)bytes / ((double)(end - start) / 1e9) / 1048576.0);
+	free(a);
+	free(b);
+	return 0;
+}
+
 /* ---- command line ---- */
 
 static void usage(FILE *f)
@@ -502,6 +537,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ppipe-bench [options]\n"
 		"  --mode threads|procs    writers and readers as threads or processes (threads)\n"
+		"  --mode memcpy           instead: one thread's memcpy bandwidth at --size\n"
 		"  -w, --writers N         writer count (1)\n"
 		"  -r, --readers N         reader count (1)\n"
 		"  -s, --size BYTES        bytes per write(), K/M/G suffixes are binary (64K)\n"
@@ -660,8 +696,10 @@ static void parse_args(int argc, char **argv, struct options *o)
 		case O_MODE:
 			if (!strcmp(optarg, "threads") || !strcmp(optarg, "procs"))
 				o->procs = !strcmp(optarg, "procs");
+			else if (!strcmp(optarg, "memcpy"))
+				o->memcpy = 1;
 			else
-				die_usage("--mode: '%s' is neither threads nor procs", optarg);
+				die_usage("--mode: '%s' is not threads, procs or memcpy", optarg);
 			break;
 		case 'w':
 			o->writers = parse_count("--writers", optarg, MAX_TASKS);
@@ -748,12 +786,6 @@ static void parse_args(int argc, char **argv, struct options *o)
 	}
 }
 
-static void die_env(const char *what, int err)
-{
-	fprintf(stderr, "ppipe-bench: %s: %s\n", what, strerror(err));
-	exit(EXIT_ENV);
-}
-
 static void setup_pipe(struct bench *b, struct options *o)
 {
 	int got;
@@ -809,6 +841,8 @@ int main(int argc, char **argv)
 
 	parse_args(argc, argv, &opt);
 	signal(SIGPIPE, SIG_IGN);
+	if (opt.memcpy)
+		return run_memcpy(&opt);
 
 	find_preloads(&pl, getenv("LD_PRELOAD") ? strdup(getenv("LD_PRELOAD")) : NULL,
 		      opt.expect_preload);

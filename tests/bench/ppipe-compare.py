@@ -677,7 +677,31 @@ def no_reclaim_warning(results):
            [f"!!   {b}" for b in bad] + [bar, ""]
 
 
-def run_report(results, settings):
+def memcpy_reference(bench, envs):
+    """One thread's memcpy bandwidth for 1 MiB blocks, MB/s (None if unknown)."""
+    status, data, _ = run_bench([bench, "--mode", "memcpy", "-s", "1048576",
+                                 "-d", "0.5", "--json"], envs["baseline"], 60)
+    if status != 0 or not isinstance(data, dict):
+        return None
+    value = data.get("mbps")
+    return value if isinstance(value, (int, float)) and value > 0 else None
+
+
+def memcpy_line(results, memcpy_mbps):
+    """1 MiB pipe throughput as a share of one thread's memcpy."""
+    if not memcpy_mbps:
+        return []
+    for r in results:
+        if r["size"] == 1048576 and r["writers"] == 1 and r["readers"] == 1:
+            b, s = r["baseline"]["mbps"], r["shim"]["mbps"]
+            return [f"1 MiB writes, {r['mode']} 1x1: plain {b:.0f} MB/s "
+                    f"({100 * b / memcpy_mbps:.0f}% of one thread's memcpy, "
+                    f"{memcpy_mbps:.0f} MB/s), {shim_name()} {s:.0f} MB/s "
+                    f"({100 * s / memcpy_mbps:.0f}%)"]
+    return []
+
+
+def run_report(results, settings, memcpy_mbps=None):
     """The text report for a finished run."""
     rows = [(r, r["baseline"], r["shim"]) for r in results]
     view = View(RUN_METRICS, f"plain -> {shim_name()}",
@@ -686,6 +710,7 @@ def run_report(results, settings):
         else []
     lines = warning + report_tables(rows, view)
     lines += [summary_line(rows, f"{shim_name()}/plain"), spread_line(results)]
+    lines += memcpy_line(results, memcpy_mbps)
     if warning:
         lines.append("WARNING: some runs saw no direct reclaim (see top).")
     return "\n".join(lines) + "\n"
@@ -1004,13 +1029,15 @@ def cmd_run(argv):
     probe(bench, lib, envs)
     configs = build_matrix(args.preset, args.only)
     results = run_matrix(configs, bench, lib, envs, settings, args.quiet)
+    host = host_info()
+    host["memcpy_mbps_1m"] = memcpy_reference(bench, envs)
     doc = {"tool": PROG, "version": version(),
            "created": datetime.datetime.now(datetime.timezone.utc)
            .strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "argv": [PROG] + list(argv), "host": host_info(),
+           "argv": [PROG] + list(argv), "host": host,
            "library": {"path": lib, "env": extra_env},
            "settings": settings, "results": results}
-    sys.stdout.write(run_report(results, settings))
+    sys.stdout.write(run_report(results, settings, host["memcpy_mbps_1m"]))
     sys.stdout.flush()
     if args.json:
         write_json(args.json, doc)

@@ -22,7 +22,7 @@ MEDIANS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
            "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
 REP_KEYS = set(MEDIANS) | {"pressure"}
 HOST_KEYS = {"kernel", "cpu", "cores", "page_size", "thp", "pipe_max_size",
-             "hostname"}
+             "hostname", "memcpy_mbps_1m"}
 RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
                "memory_pressure", "baseline", "shim", "ratio_mbps",
                "ratio_lat_avg", "ratio_lat_p99"}
