@@ -286,6 +286,8 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		if (ret < 0 || pushed < chunk)
 			break;
 	}
+	r->last_use_ns = pp_cfg.idle_ms ? now_ns() : 0;
+	r->resident = r->size;
 	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
@@ -308,8 +310,6 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	now = now_ns();
 	if (t0)
 		pp_latency_record(&pp_latency_all, now - t0);
-	r->last_use_ns = now;
-	r->resident = r->size;
 	maybe_trim(now);
 	return (ssize_t)done;
 }

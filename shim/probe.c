@@ -90,7 +90,7 @@ bool pp_engine_ready(void)
 		why = run_probe();
 		errno = saved;
 	}
-	reason = why ? why : "vmsplice shares pages";
+	__atomic_store_n(&reason, why ? why : "vmsplice shares pages", __ATOMIC_RELEASE);
 	if (why)
 		pp_debug("passthrough: %s", why);
 	else if (pp_cfg.mode == PP_MODE_URING)
@@ -106,5 +106,5 @@ const char *pp_engine_name(void)
 
 const char *pp_engine_reason(void)
 {
-	return reason;
+	return __atomic_load_n(&reason, __ATOMIC_ACQUIRE);
 }

@@ -26,9 +26,13 @@ static size_t page_size;
 
 size_t pp_page_size(void)
 {
-	if (!page_size)
-		page_size = (size_t)sysconf(_SC_PAGESIZE);
-	return page_size;
+	size_t v = __atomic_load_n(&page_size, __ATOMIC_RELAXED);
+
+	if (!v) {
+		v = (size_t)sysconf(_SC_PAGESIZE);
+		__atomic_store_n(&page_size, v, __ATOMIC_RELAXED);
+	}
+	return v;
 }
 
 static size_t round_up(size_t v, size_t to)
@@ -228,9 +232,13 @@ static void trim_pipe(struct pp_pipe *p, void *arg)
 	for (struct pp_ring *r = p->rings; r; r = r->next) {
 		size_t npages;
 
-		if (r->resident <= keep || now - r->last_use_ns < idle ||
-		    __atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
+		/* Claim it first: the owner writes its fields only while busy. */
+		if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
 			continue;
+		if (r->resident <= keep || r->last_use_ns > now || now - r->last_use_ns < idle) {
+			__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+			continue;
+		}
 		/* Keep the pages the next write will use; drop the rest. */
 		if (keep >= r->size)
 			keep = r->size;
