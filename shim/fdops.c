@@ -160,6 +160,8 @@ int pp_fclose(void *stream)
 
 	if (fd >= 0)
 		pp_fdt_clear(fd);
+	if (!pp_real.fclose)
+		pp_real_bind();
 	r = pp_real.fclose ? pp_real.fclose(stream) : EOF;
 	return r;
 }

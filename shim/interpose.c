@@ -239,6 +239,8 @@ PP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 {
 	/* File actions may dup2 any fd into the child, CLOEXEC or not. */
 	pp_readers_before_exec(fa != NULL);
+	if (!pp_real.posix_spawn)
+		pp_real_bind();
 	return pp_real.posix_spawn ? pp_real.posix_spawn(pid, path, fa, attr, argv, envp) : ENOSYS;
 }
 
@@ -246,6 +248,8 @@ PP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	pp_readers_before_exec(fa != NULL);
+	if (!pp_real.posix_spawnp)
+		pp_real_bind();
 	return pp_real.posix_spawnp ? pp_real.posix_spawnp(pid, file, fa, attr, argv, envp) :
 				      ENOSYS;
 }
@@ -253,11 +257,15 @@ PP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 PP_EXPORT int system(const char *command)
 {
 	pp_readers_before_exec(false);
+	if (!pp_real.system)
+		pp_real_bind();
 	return pp_real.system ? pp_real.system(command) : -1;
 }
 
 PP_EXPORT FILE *popen(const char *command, const char *type)
 {
 	pp_readers_before_exec(false);
+	if (!pp_real.popen)
+		pp_real_bind();
 	return pp_real.popen ? (FILE *)pp_real.popen(command, type) : NULL;
 }

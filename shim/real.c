@@ -11,6 +11,10 @@ struct pp_real pp_real;
 
 void pp_real_bind(void)
 {
+	static int bound;
+
+	if (__atomic_exchange_n(&bound, 1, __ATOMIC_ACQ_REL))
+		return;
 #define BIND(name) pp_real.name = (__typeof__(pp_real.name))dlsym(RTLD_NEXT, #name)
 	BIND(write);
 	BIND(writev);
@@ -107,6 +111,8 @@ int real_fcntl(int fd, int cmd, unsigned long arg)
 pid_t real_fork(void)
 {
 	/* No raw fallback: a raw fork would skip glibc's atfork and TLS fix-ups. */
+	if (!pp_real.fork)
+		pp_real_bind();
 	if (!pp_real.fork) {
 		errno = ENOSYS;
 		return -1;

@@ -49,7 +49,12 @@ struct pp_real {
 
 extern struct pp_real pp_real;
 
-/* Binds every entry with dlsym(RTLD_NEXT). Called once, from the constructor. */
+/*
+ * Binds every entry with dlsym(RTLD_NEXT). Called from the constructor,
+ * and first by any interposer without a raw system call to fall back on
+ * (fclose, exec, spawn...) that runs before it: another library's
+ * constructor. Binding twice is harmless; it happens once.
+ */
 void pp_real_bind(void);
 
 ssize_t real_write(int fd, const void *buf, size_t n);
