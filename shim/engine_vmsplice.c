@@ -65,26 +65,6 @@ static bool source_readable(const struct iovec *iov, int iovcnt)
 	return true;
 }
 
-/* Copies the next @len bytes of the iovec walk (@idx, @off) to @dst. */
-static void copy_in(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len)
-{
-	while (len) {
-		size_t n = iov[*idx].iov_len - *off;
-
-		if (!n) {
-			(*idx)++;
-			*off = 0;
-			continue;
-		}
-		if (n > len)
-			n = len;
-		memcpy(dst, (const char *)iov[*idx].iov_base + *off, n);
-		dst += n;
-		*off += n;
-		len -= n;
-	}
-}
-
 /* The rest of the iovec walk, written with the real call. */
 static ssize_t write_rest(int fd, const struct iovec *iov, int iovcnt, int idx, size_t off)
 {
@@ -251,7 +231,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 				break;
 			}
 		} else {
-			copy_in(r->data + roff, iov, &idx, &off, chunk);
+			pp_copy_iov(r->data + roff, iov, &idx, &off, chunk);
 		}
 		while (pushed < chunk) {
 			struct iovec v = { r->data + roff + pushed, chunk - pushed };

@@ -106,9 +106,9 @@ bool pp_faultguard_ready(void)
 	return __atomic_load_n(&ready, __ATOMIC_ACQUIRE);
 }
 
-/* The copy itself, out of line so nothing it changes lives across the jump. */
-__attribute__((noinline)) static void copy_walk(char *dst, const struct iovec *iov, int *idx,
-						size_t *off, size_t len)
+/* Out of line, so nothing it changes lives across the jump in pp_copy_guarded. */
+__attribute__((noinline)) void pp_copy_iov(char *dst, const struct iovec *iov, int *idx,
+					   size_t *off, size_t len)
 {
 	while (len) {
 		size_t n = iov[*idx].iov_len - *off;
@@ -135,7 +135,7 @@ int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, s
 		return -EFAULT;
 	__atomic_store_n(&tl_jmp, &jb, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	copy_walk(dst, iov, idx, off, len);
+	pp_copy_iov(dst, iov, idx, off, len);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&tl_jmp, NULL, __ATOMIC_RELAXED);
 	return 0;

@@ -29,6 +29,8 @@ bool pp_faultguard_ready(void);
  * -EFAULT if the source faulted (the walk position is then unspecified).
  */
 int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len);
+/* The same copy without the guard (the source was checked another way). */
+void pp_copy_iov(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len);
 
 int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 __sighandler_t pp_signal(int sig, __sighandler_t handler);

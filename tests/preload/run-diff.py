@@ -41,7 +41,7 @@ DEFAULT_LIB_ENV = {"PPIPE_MIN_WRITE": "4097"}
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("program")
-    ap.add_argument("library")
+    ap.add_argument("lib", metavar="LIBRARY")
     ap.add_argument("--env", action="append", default=[], metavar="K=V",
                     help="extra environment for the library run")
     ap.add_argument("--expect-accel", action="store_true")
@@ -155,7 +155,7 @@ def stats_total(path):
 def main(argv):
     args = parse_args(argv)
     prog = os.path.abspath(args.program)
-    lib = os.path.abspath(args.library)
+    lib = os.path.abspath(args.lib)
     name = os.path.basename(prog)
     if not os.access(prog, os.X_OK):
         print(f"ERROR {name}: {prog} is not an executable program")

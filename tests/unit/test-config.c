@@ -15,17 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                           \
-	do {                                                                       \
-		if (!(cond)) {                                                     \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fprintf(stderr, "\n");                                     \
-			failures++;                                                \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 /* ---- stderr capture: fd 2 goes to a pipe while @fn runs ---- */
 

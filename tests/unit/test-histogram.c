@@ -5,17 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                           \
-	do {                                                                       \
-		if (!(cond)) {                                                     \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fprintf(stderr, "\n");                                     \
-			failures++;                                                \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 static struct histogram h, h2;
 

@@ -17,17 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                           \
-	do {                                                                       \
-		if (!(cond)) {                                                     \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fprintf(stderr, "\n");                                     \
-			failures++;                                                \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 #define U(x) ((unsigned long long)(x))
 
