@@ -15,44 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
-
-/* ---- stderr capture: fd 2 goes to a pipe while @fn runs ---- */
-
-static char out[256 * 1024];
-static int saved_fd = -1, pipe_rd = -1;
-
-static void capture_begin(void)
-{
-	int p[2];
-
-	fflush(stderr);
-	if (pipe2(p, O_CLOEXEC)) {
-		perror("pipe2");
-		exit(99);
-	}
-	/* The widest dump is a few KiB; make room anyway. */
-	fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
-	saved_fd = dup(2);
-	dup2(p[1], 2);
-	close(p[1]);
-	pipe_rd = p[0];
-}
-
-/* Restores fd 2 and returns what was written to it. */
-static const char *capture_end(void)
-{
-	size_t n = 0;
-	ssize_t r;
-
-	dup2(saved_fd, 2);
-	close(saved_fd);
-	while (n < sizeof(out) - 1 && (r = read(pipe_rd, out + n, sizeof(out) - 1 - n)) > 0)
-		n += (size_t)r;
-	close(pipe_rd);
-	out[n] = '\0';
-	return out;
-}
 
 static unsigned int lines(const char *s)
 {

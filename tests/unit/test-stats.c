@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
 
 #define U(x) ((unsigned long long)(x))
@@ -490,38 +491,6 @@ static void test_escapes(void)
 }
 
 /* ---- pp_stats_emit ---- */
-
-static char out[1 << 20];
-static int saved_fd = -1, pipe_rd = -1;
-
-static void capture_begin(void)
-{
-	int p[2];
-
-	if (pipe2(p, O_CLOEXEC)) {
-		perror("pipe2");
-		exit(99);
-	}
-	fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
-	saved_fd = dup(2);
-	dup2(p[1], 2);
-	close(p[1]);
-	pipe_rd = p[0];
-}
-
-static const char *capture_end(void)
-{
-	size_t n = 0;
-	ssize_t r;
-
-	dup2(saved_fd, 2);
-	close(saved_fd);
-	while (n < sizeof(out) - 1 && (r = read(pipe_rd, out + n, sizeof(out) - 1 - n)) > 0)
-		n += (size_t)r;
-	close(pipe_rd);
-	out[n] = '\0';
-	return out;
-}
 
 static size_t read_file(const char *path, char *dst, size_t len)
 {
