@@ -261,12 +261,14 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 			break;
 		}
 		vflags = SPLICE_F_NONBLOCK;
-		pp_ring_commit(r, (size_t)roff, pushed ? pushed : 0);
+		pp_ring_commit(r, (size_t)roff, pushed);
 		done += pushed;
 		if (ret < 0 || pushed < chunk)
 			break;
 	}
-	r->last_use_ns = pp_cfg.idle_ms ? now_ns() : 0;
+	/* One clock read serves the idle time, the latency and the trim check. */
+	now = now_ns();
+	r->last_use_ns = now;
 	r->resident = r->size;
 	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
@@ -284,10 +286,10 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 
 		if (n > 0)
 			done += (size_t)n;
+		now = now_ns();
 	}
 	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
 	pp_count(&p->cnt, PP_CNT_bytes_accelerated, done);
-	now = now_ns();
 	if (t0)
 		pp_latency_record(&pp_latency_all, now - t0);
 	maybe_trim(now);
