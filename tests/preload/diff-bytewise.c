@@ -74,11 +74,7 @@ static void readv_reader(void)
 				memcpy(tmp + 1, b, got - 1 < 2 ? got - 1 : 2);
 			if (got > 3)
 				memcpy(tmp + 3, c, got - 3);
-			if (res->first_bad == UINT64_MAX &&
-			    t_verify(tmp, got, seed, res->bytes) != got)
-				res->first_bad = res->bytes;
-			res->fnv = t_fnv(res->fnv, tmp, got);
-			res->bytes += got;
+			t_read_result_add(res, tmp, got, seed, 0);
 		}
 		res->done = 1;
 		_exit(0);

@@ -53,11 +53,7 @@ static pid_t fifo_reader(size_t rsize, uint64_t seed, struct t_read_result *res)
 		}
 		if (r == 0)
 			break;
-		if (res->first_bad == UINT64_MAX &&
-		    t_verify(buf, (size_t)r, seed, res->bytes) != (size_t)r)
-			res->first_bad = res->bytes;
-		res->fnv = t_fnv(res->fnv, buf, (size_t)r);
-		res->bytes += (uint64_t)r;
+		t_read_result_add(res, buf, (size_t)r, seed, 0);
 	}
 	res->done = 1;
 	_exit(0);

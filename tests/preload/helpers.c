@@ -494,6 +494,19 @@ void t_usleep(long us)
 		;
 }
 
+void t_read_result_add(struct t_read_result *res, const void *buf, size_t n, uint64_t seed,
+		       uint64_t pos)
+{
+	if (res->first_bad == UINT64_MAX) {
+		size_t bad = t_verify(buf, n, seed, pos + res->bytes);
+
+		if (bad < n)
+			res->first_bad = res->bytes + bad;
+	}
+	res->fnv = t_fnv(res->fnv, buf, n);
+	res->bytes += n;
+}
+
 void t_reader_start(struct t_reader *r, int rfd, size_t read_size, uint64_t seed, uint64_t pos,
 		    long delay_us)
 {
@@ -523,14 +536,7 @@ void t_reader_start(struct t_reader *r, int rfd, size_t read_size, uint64_t seed
 		if (n == 0)
 			break;
 		res->reads++;
-		if (res->first_bad == UINT64_MAX) {
-			size_t bad = t_verify(buf, (size_t)n, seed, pos + res->bytes);
-
-			if (bad < (size_t)n)
-				res->first_bad = res->bytes + bad;
-		}
-		res->fnv = t_fnv(res->fnv, buf, (size_t)n);
-		res->bytes += (uint64_t)n;
+		t_read_result_add(res, buf, (size_t)n, seed, pos);
 	}
 	res->done = 1;
 	_exit(0);

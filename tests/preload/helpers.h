@@ -157,6 +157,9 @@ struct t_read_result {
 	int err; /* errno of a failed read, 0 if it ended at EOF */
 	int done;
 };
+/* Accounts @n bytes just read at stream offset @pos + res->bytes. */
+void t_read_result_add(struct t_read_result *res, const void *buf, size_t n, uint64_t seed,
+		       uint64_t pos);
 struct t_reader {
 	pid_t pid;
 	struct t_read_result *res;
