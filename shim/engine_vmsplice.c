@@ -65,26 +65,31 @@ static bool source_readable(const struct iovec *iov, int iovcnt)
 	return true;
 }
 
-/* The rest of the iovec walk, written with the real call. */
+/*
+ * The rest of the iovec walk, written with the real call: the cut
+ * segment first, then the caller's remaining iovecs as they are (so no
+ * iovec limit of ours applies). A short first part ends it, as a short
+ * write() would.
+ */
 static ssize_t write_rest(int fd, const struct iovec *iov, int iovcnt, int idx, size_t off)
 {
-	struct iovec first;
-	struct iovec tail[64];
-	int n = 0;
+	ssize_t first = 0, rest;
 
-	while (idx < iovcnt && iov[idx].iov_len == off) {
+	if (idx < iovcnt && off) {
+		size_t len = iov[idx].iov_len - off;
+
+		first = real_write(fd, (const char *)iov[idx].iov_base + off, len);
+		if (first < 0 || (size_t)first < len)
+			return first;
 		idx++;
-		off = 0;
 	}
 	if (idx >= iovcnt)
-		return 0;
-	first = (struct iovec){ (char *)iov[idx].iov_base + off, iov[idx].iov_len - off };
-	if (idx + 1 == iovcnt)
-		return real_write(fd, first.iov_base, first.iov_len);
-	tail[n++] = first;
-	for (int i = idx + 1; i < iovcnt && n < (int)(sizeof(tail) / sizeof(tail[0])); i++)
-		tail[n++] = iov[i];
-	return real_writev(fd, tail, n);
+		return first;
+	rest = iovcnt - idx == 1 ? real_write(fd, iov[idx].iov_base, iov[idx].iov_len) :
+				   real_writev(fd, iov + idx, iovcnt - idx);
+	if (rest < 0)
+		return first ? first : rest;
+	return first + rest;
 }
 
 static uint64_t now_ns(void)
