@@ -160,8 +160,6 @@ int pp_fclose(void *stream)
 
 	if (fd >= 0)
 		pp_fdt_clear(fd);
-	if (!pp_real.fclose)
-		pp_real_bind();
-	r = pp_real.fclose ? pp_real.fclose(stream) : EOF;
+	r = PP_REAL(fclose) ? pp_real.fclose(stream) : EOF;
 	return r;
 }

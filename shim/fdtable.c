@@ -142,7 +142,7 @@ struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end)
 	return p;
 }
 
-struct pp_pipe *pp_fdt_peek(int fd, enum pp_end *end)
+static struct pp_pipe *fdt_peek(int fd, enum pp_end *end)
 {
 	uint32_t gen;
 	struct pp_pipe *p;
@@ -157,7 +157,7 @@ void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), voi
 {
 	for (int fd = 0; fdt && fd < fdt_size; fd++) {
 		enum pp_end end;
-		struct pp_pipe *p = pp_fdt_peek(fd, &end);
+		struct pp_pipe *p = fdt_peek(fd, &end);
 
 		if (p)
 			fn(fd, p, end, arg);

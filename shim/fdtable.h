@@ -36,9 +36,6 @@ void pp_fdt_dup(int oldfd, int newfd);
  */
 struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end);
 
-/* Like pp_fdt_enter() without entering: only for single-threaded moments. */
-struct pp_pipe *pp_fdt_peek(int fd, enum pp_end *end);
-
 /* The highest fd the table covers, plus one. */
 int pp_fdt_size(void);
 

@@ -150,7 +150,7 @@ PP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 
 /* ---- exec and spawn: the new program may not copy what it reads ---- */
 
-#define CALL_REAL(name, ...) (pp_real.name ? pp_real.name(__VA_ARGS__) : (errno = ENOSYS, -1))
+#define CALL_REAL(name, ...) (PP_REAL(name) ? pp_real.name(__VA_ARGS__) : (errno = ENOSYS, -1))
 
 PP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
@@ -239,33 +239,25 @@ PP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 {
 	/* File actions may dup2 any fd into the child, CLOEXEC or not. */
 	pp_readers_before_exec(fa != NULL);
-	if (!pp_real.posix_spawn)
-		pp_real_bind();
-	return pp_real.posix_spawn ? pp_real.posix_spawn(pid, path, fa, attr, argv, envp) : ENOSYS;
+	return PP_REAL(posix_spawn) ? pp_real.posix_spawn(pid, path, fa, attr, argv, envp) : ENOSYS;
 }
 
 PP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	pp_readers_before_exec(fa != NULL);
-	if (!pp_real.posix_spawnp)
-		pp_real_bind();
-	return pp_real.posix_spawnp ? pp_real.posix_spawnp(pid, file, fa, attr, argv, envp) :
-				      ENOSYS;
+	return PP_REAL(posix_spawnp) ? pp_real.posix_spawnp(pid, file, fa, attr, argv, envp) :
+				       ENOSYS;
 }
 
 PP_EXPORT int system(const char *command)
 {
 	pp_readers_before_exec(false);
-	if (!pp_real.system)
-		pp_real_bind();
-	return pp_real.system ? pp_real.system(command) : -1;
+	return PP_REAL(system) ? pp_real.system(command) : -1;
 }
 
 PP_EXPORT FILE *popen(const char *command, const char *type)
 {
 	pp_readers_before_exec(false);
-	if (!pp_real.popen)
-		pp_real_bind();
-	return pp_real.popen ? (FILE *)pp_real.popen(command, type) : NULL;
+	return PP_REAL(popen) ? (FILE *)pp_real.popen(command, type) : NULL;
 }

@@ -111,9 +111,7 @@ int real_fcntl(int fd, int cmd, unsigned long arg)
 pid_t real_fork(void)
 {
 	/* No raw fallback: a raw fork would skip glibc's atfork and TLS fix-ups. */
-	if (!pp_real.fork)
-		pp_real_bind();
-	if (!pp_real.fork) {
+	if (!PP_REAL(fork)) {
 		errno = ENOSYS;
 		return -1;
 	}

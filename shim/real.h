@@ -57,6 +57,9 @@ extern struct pp_real pp_real;
  */
 void pp_real_bind(void);
 
+/* The bound entry @name, binding first if needed; NULL if libc lacks it. */
+#define PP_REAL(name) (pp_real.name ? pp_real.name : (pp_real_bind(), pp_real.name))
+
 ssize_t real_write(int fd, const void *buf, size_t n);
 ssize_t real_writev(int fd, const struct iovec *iov, int cnt);
 ssize_t real_read(int fd, void *buf, size_t n);
