@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "once.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,9 +24,7 @@
 #define MADV_POPULATE_READ 22
 #endif
 
-enum { PROBE_UNKNOWN, PROBE_RUNNING, PROBE_OK, PROBE_FAILED };
-
-static int state = PROBE_UNKNOWN;
+static int state = PP_ONCE_UNKNOWN; /* YES: the engine can run */
 static const char *reason = "not probed yet";
 
 static const char *run_probe(void)
@@ -74,34 +73,29 @@ out_unmap:
 
 bool pp_engine_ready(void)
 {
-	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
-	int expected = PROBE_UNKNOWN;
+	enum pp_once s = pp_once_begin(&state);
 	const char *why;
+	int saved;
 
-	if (s == PROBE_OK)
-		return true;
-	if (s != PROBE_UNKNOWN ||
-	    !__atomic_compare_exchange_n(&state, &expected, PROBE_RUNNING, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
-		return false;
-	{
-		int saved = errno;
-
-		why = run_probe();
-		errno = saved;
-	}
+	if (s != PP_ONCE_UNKNOWN)
+		return s == PP_ONCE_YES;
+	saved = errno;
+	why = run_probe();
+	errno = saved;
 	__atomic_store_n(&reason, why ? why : "vmsplice shares pages", __ATOMIC_RELEASE);
 	if (why)
 		pp_debug("passthrough: %s", why);
 	else if (pp_cfg.mode == PP_MODE_URING)
 		pp_debug("PPIPE_MODE=uring: this build has no io_uring engine; using vmsplice");
-	__atomic_store_n(&state, why ? PROBE_FAILED : PROBE_OK, __ATOMIC_RELEASE);
+	pp_once_end(&state, !why);
 	return !why;
 }
 
 const char *pp_engine_name(void)
 {
-	return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == PROBE_OK ? "vmsplice" : "passthrough";
+	bool ok;
+
+	return pp_once_decided(&state, &ok) && ok ? "vmsplice" : "passthrough";
 }
 
 const char *pp_engine_reason(void)
