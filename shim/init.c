@@ -30,6 +30,7 @@ static void after_fork_child(void)
 {
 	pp_pipes_after_fork_child();
 	pp_ring_after_fork_child();
+	pp_thp_after_fork_child();
 }
 
 #define MAX_REPORT_FDS 256
@@ -77,6 +78,7 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 		.pid = getpid(),
 		.engine = pp_engine_name(),
 		.engine_reason = pp_engine_reason(),
+		.thp = pp_thp_verdict(),
 		.totals = ctx->totals,
 		.latency = &pp_latency_all,
 		.fds = ctx->fds,

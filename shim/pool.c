@@ -84,18 +84,45 @@ static void populate(char *p, size_t len)
 		__atomic_store_n(&p[off], 0, __ATOMIC_RELAXED);
 }
 
-void *pp_pool_map(size_t len)
+#define HUGE_SIZE (2ul << 20)
+
+bool pp_pool_huge(size_t size)
+{
+	return size >= HUGE_SIZE && size % HUGE_SIZE == 0 && pp_thp_wanted();
+}
+
+/*
+ * An anonymous mapping of @len bytes. With @huge it starts on a huge page
+ * boundary: map HUGE_SIZE more and cut off the misaligned head and tail.
+ */
+static char *map_aligned(size_t len, bool huge)
+{
+	size_t extra = huge ? HUGE_SIZE : 0, head;
+	char *p =
+		mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED || !huge)
+		return p;
+	head = (HUGE_SIZE - (uintptr_t)p % HUGE_SIZE) % HUGE_SIZE;
+	if (head)
+		munmap(p, head);
+	if (extra - head)
+		munmap(p + head + len, extra - head);
+	return p + head;
+}
+
+void *pp_pool_map(size_t len, bool huge)
 {
 	uint64_t now = __atomic_add_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 	uint64_t peak = __atomic_load_n(&pool_peak, __ATOMIC_RELAXED);
 	int saved = errno;
-	void *p;
+	char *p;
 
 	if (now > pp_cfg.pool_max) {
 		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = map_aligned(len, huge);
 	if (p == MAP_FAILED) {
 		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 		errno = saved;
@@ -103,7 +130,7 @@ void *pp_pool_map(size_t len)
 	}
 	/* Fork children never see ring pages: no COW on the parent's next copy. */
 	madvise(p, len, MADV_DONTFORK);
-	madvise(p, len, pp_cfg.thp == PP_THP_ON ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	bind_node(p, len, pp_numa_node());
 	populate(p, len);
 	while (now > peak && !__atomic_compare_exchange_n(&pool_peak, &peak, now, true,

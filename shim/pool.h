@@ -7,11 +7,27 @@
 #ifndef PP_POOL_H
 #define PP_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* Maps @len bytes (a page multiple), faulted in. NULL if over the cap or out of memory. */
-void *pp_pool_map(size_t len);
+/*
+ * Maps @len bytes (a page multiple), faulted in. With @huge the mapping
+ * starts on a 2 MiB boundary and asks for transparent huge pages. NULL if
+ * over the cap or out of memory.
+ */
+void *pp_pool_map(size_t len, bool huge);
+/* Whether a ring of @size data bytes should be huge-page backed (PPIPE_THP). */
+bool pp_pool_huge(size_t size);
+
+/*
+ * thp_probe.c: whether huge pages make rings faster on this kernel
+ * (PPIPE_THP; auto measures once), the verdict in words for PPIPE_DEBUG
+ * and the statistics, and the fork child's reset.
+ */
+bool pp_thp_wanted(void);
+const char *pp_thp_verdict(void);
+void pp_thp_after_fork_child(void);
 void pp_pool_unmap(void *p, size_t len);
 /* Forgets all accounting (fork child: nothing was inherited). */
 void pp_pool_reset(void);

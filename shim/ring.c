@@ -62,9 +62,11 @@ static void list_unlock(struct pp_pipe *p)
 }
 
 /*
- * One mapping: header page(s) holding the struct and the per-page marks,
- * then the data pages. Twice the capacity by default, so that the slot
- * rule alone proves every reuse while the capacity stays what it was.
+ * One mapping: the data pages, then header page(s) holding the struct
+ * and the per-page marks. Data comes first so that it starts on a huge
+ * page boundary when the pool maps huge pages. Twice the capacity by
+ * default, so that the slot rule alone proves every reuse while the
+ * capacity stays what it was.
  */
 static struct pp_ring *ring_create(uint32_t capacity)
 {
@@ -80,13 +82,13 @@ static struct pp_ring *ring_create(uint32_t capacity)
 	npages = size / page;
 	header = round_up(sizeof(*r) + 2 * npages * sizeof(uint64_t), page);
 	len = header + size;
-	base = pp_pool_map(len);
+	base = pp_pool_map(len, pp_pool_huge(size));
 	if (!base)
 		return NULL;
-	r = (struct pp_ring *)base;
+	r = (struct pp_ring *)(base + size);
 	r->mark_bytes = (uint64_t *)(r + 1);
 	r->mark_slots = r->mark_bytes + npages;
-	r->data = base + header;
+	r->data = base;
 	r->size = size;
 	r->max_chunk = size / 2;
 	r->map_len = len;
@@ -131,7 +133,7 @@ struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity)
 			return NULL;
 		r->owner = tl_tid;
 		if (!list_trylock(p)) {
-			pp_pool_unmap(r, r->map_len);
+			pp_pool_unmap(r->data, r->map_len);
 			return NULL;
 		}
 		r->next = p->rings;
@@ -281,7 +283,7 @@ void pp_rings_free(struct pp_pipe *p)
 	p->rings = NULL;
 	for (; r; r = next) {
 		next = r->next;
-		pp_pool_unmap(r, r->map_len);
+		pp_pool_unmap(r->data, r->map_len);
 	}
 }
 

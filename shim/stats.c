@@ -363,6 +363,8 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	pp_out_json_str(&o, r->engine);
 	pp_out_str(&o, ",\"engine_reason\":");
 	pp_out_json_str(&o, r->engine_reason);
+	pp_out_str(&o, ",\"thp\":");
+	pp_out_json_str(&o, r->thp);
 	pp_out_str(&o, ",\"totals\":{");
 	pp_out_counters(&o, &r->totals);
 	pp_out_str(&o, "},\"latency_ns\":");

@@ -84,6 +84,7 @@ struct pp_stats_report {
 	pid_t pid;
 	const char *engine; /* "vmsplice", "passthrough" */
 	const char *engine_reason; /* e.g. "vmsplice copies on this kernel" */
+	const char *thp; /* huge pages for rings, and why: "on, measured: ..." */
 	struct pp_counters totals; /* closed pipes + live ones, summed by the caller */
 	const struct pp_latency *latency;
 	const struct pp_fd_report *fds;

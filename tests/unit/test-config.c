@@ -242,7 +242,7 @@ static void check_defaults(const char *what)
 	CHECK(pp_cfg.pool_keep == 128 << 10, "%s: pool_keep", what);
 	CHECK(pp_cfg.idle_ms == 1000, "%s: idle_ms", what);
 	CHECK(pp_cfg.numa_node == -1, "%s: numa_node", what);
-	CHECK(pp_cfg.thp == PP_THP_OFF, "%s: thp", what);
+	CHECK(pp_cfg.thp == PP_THP_AUTO, "%s: thp", what);
 }
 
 static void test_defaults(void)
@@ -252,7 +252,7 @@ static void test_defaults(void)
 
 	memset(&c, 0x5a, sizeof(c));
 	pp_config_defaults(&c);
-	CHECK(c.fds.all && c.min_write == 16384 && c.thp == PP_THP_OFF && !c.stats[0],
+	CHECK(c.fds.all && c.min_write == 16384 && c.thp == PP_THP_AUTO && !c.stats[0],
 	      "pp_config_defaults");
 
 	err = load_secure(false, ENV(NULL));
@@ -278,7 +278,7 @@ static void test_good_values(void)
 		   "PPIPE_READERS=trust", "PPIPE_STATS=/tmp/stats-%p.json", "PPIPE_DEBUG=yes",
 		   "PPIPE_VERBOSE=off", "PPIPE_RING_SIZE=1M", "PPIPE_POOL_MAX=1G",
 		   "PPIPE_POOL_KEEP=0", "PPIPE_IDLE_MS=3600000", "PPIPE_NUMA_NODE=3",
-		   "PPIPE_THP=auto");
+		   "PPIPE_THP=off");
 	CHECK(!*err, "good values printed: %s", err);
 	CHECK(!pp_cfg.fds.all && !pp_cfg.fds.none && fd_count(&pp_cfg.fds) == 2, "fds");
 	CHECK(pp_fd_selected(1) && pp_fd_selected(7) && !pp_fd_selected(0) && !pp_fd_selected(2) &&
@@ -294,7 +294,7 @@ static void test_good_values(void)
 	CHECK(pp_cfg.pool_keep == 0, "pool_keep");
 	CHECK(pp_cfg.idle_ms == 3600000, "idle_ms");
 	CHECK(pp_cfg.numa_node == 3, "numa_node");
-	CHECK(pp_cfg.thp == PP_THP_AUTO, "thp");
+	CHECK(pp_cfg.thp == PP_THP_OFF, "thp");
 
 	/* Range ends. */
 	err = load("PPIPE_MIN_WRITE=4097", "PPIPE_RING_SIZE=64K", "PPIPE_POOL_MAX=64G",
@@ -406,7 +406,7 @@ static void test_bad_values(void)
 		  "PPIPE_MODE=fast is not one of auto|vmsplice|uring|off; using auto" },
 		{ "PPIPE_READERS=all",
 		  "PPIPE_READERS=all is not one of verify|trust; using verify" },
-		{ "PPIPE_THP=yes", "PPIPE_THP=yes is not one of auto|on|off; using off" },
+		{ "PPIPE_THP=yes", "PPIPE_THP=yes is not one of auto|on|off; using auto" },
 		{ "PPIPE_FDS=1,foo",
 		  "PPIPE_FDS=1,foo is not all, none or a comma list of fds 0-1023 and "
 		  "stdin/stdout/stderr; using all" },
@@ -606,7 +606,7 @@ static void test_dump(void)
 		"PPIPE_POOL_KEEP=131072  # ",
 		"PPIPE_IDLE_MS=1000  # ",
 		"PPIPE_NUMA_NODE=2  # ",
-		"PPIPE_THP=off  # ",
+		"PPIPE_THP=auto  # ",
 	};
 	for (size_t i = 0; i < sizeof(want_lines) / sizeof(want_lines[0]); i++) {
 		snprintf(want, sizeof(want), "%s%s", prefix, want_lines[i]);

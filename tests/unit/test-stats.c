@@ -321,6 +321,7 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[2])
 	r->pid = 4242;
 	r->engine = "vmsplice";
 	r->engine_reason = "probe: pages shared";
+	r->thp = "off: PPIPE_THP=off";
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		r->totals.v[i] = fds[0].cnt.v[i] + fds[1].cnt.v[i];
 	r->totals.v[PP_CNT_bytes_accelerated] = UINT64_MAX;
@@ -343,8 +344,10 @@ static void test_format(void)
 	CHECK(json_line(buf), "not one JSON object and a newline:\n%s", buf);
 	CHECK(count_of(buf, "\n") == 1, "one line");
 	CHECK(!strncmp(buf, "{\"pid\":4242,\"version\":\"", 23), "starts: %.40s", buf);
-	CHECK(strstr(buf, ",\"mode\":\"auto\",\"engine\":\"vmsplice\","
-			  "\"engine_reason\":\"probe: pages shared\",\"totals\":{"),
+	CHECK(strstr(buf,
+		     ",\"mode\":\"auto\",\"engine\":\"vmsplice\","
+		     "\"engine_reason\":\"probe: pages shared\",\"thp\":\"off: PPIPE_THP=off\","
+		     "\"totals\":{"),
 	      "header: %s", buf);
 	/* Every counter: in the totals and in both fds, in PP_COUNTERS order. */
 	for (int i = 0; i < PP_CNT_COUNT; i++) {
@@ -393,7 +396,7 @@ static void test_format_exact(void)
 
 	p += sprintf(p,
 		     "{\"pid\":1,\"version\":\"%s\",\"mode\":\"auto\",\"engine\":null,"
-		     "\"engine_reason\":null,\"totals\":{",
+		     "\"engine_reason\":null,\"thp\":null,\"totals\":{",
 		     version);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);

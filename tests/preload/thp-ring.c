@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Huge-page rings: run under LD_PRELOAD=libppipe with PPIPE_THP=on or off
+ * and the same word as the argument. Streams 1 MiB writes through a 1 MiB
+ * pipe (a 2 MiB ring, reused every other write) and checks every byte,
+ * then finds the ring in /proc/self/smaps by its advice flags (dc: not
+ * inherited by fork; hg/nh: huge pages asked for or refused) and checks
+ * that it is what PPIPE_THP asked for. Skips where the system has THP
+ * disabled or no huge page could be had.
+ */
+#include "helpers.h"
+
+#include <ppipe.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MIB (1u << 20)
+#define ROUNDS 8
+
+struct ring_maps {
+	int huge_advised; /* dc + hg mappings */
+	int small_advised; /* dc + nh mappings */
+	long huge_kb; /* AnonHugePages of the dc + hg ones */
+	bool huge_misaligned; /* one of them does not start on a 2 MiB boundary */
+};
+
+static bool has_flag(const char *flags, const char *f)
+{
+	for (const char *s = flags; (s = strstr(s, f)); s += 2)
+		if ((s == flags || s[-1] == ' ') && (s[2] == ' ' || s[2] == '\n' || !s[2]))
+			return true;
+	return false;
+}
+
+static struct ring_maps scan_smaps(void)
+{
+	struct ring_maps m = { 0 };
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	long huge_kb = 0;
+	unsigned long start = 0, lo, hi;
+
+	if (!f) {
+		perror("thp-ring: /proc/self/smaps");
+		exit(T_EXIT_ERROR);
+	}
+	/* AnonHugePages comes before VmFlags, the last line of each mapping. */
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			start = lo;
+			continue;
+		}
+		if (sscanf(line, "AnonHugePages: %ld kB", &huge_kb) == 1)
+			continue;
+		if (strncmp(line, "VmFlags:", 8))
+			continue;
+		if (has_flag(line + 8, "dc") && has_flag(line + 8, "hg")) {
+			m.huge_advised++;
+			m.huge_kb += huge_kb;
+			m.huge_misaligned |= start % (2ul << 20) != 0;
+		} else if (has_flag(line + 8, "dc") && has_flag(line + 8, "nh")) {
+			m.small_advised++;
+		}
+		huge_kb = 0;
+	}
+	fclose(f);
+	return m;
+}
+
+static bool thp_enabled_here(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+	if (!f)
+		return false;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	return buf[0] && !strstr(buf, "[never]");
+}
+
+static void stream(int rfd, int wfd)
+{
+	char *src = malloc(MIB), *dst = malloc(MIB);
+
+	if (!src || !dst)
+		exit(T_EXIT_ERROR);
+	for (int r = 0; r < ROUNDS; r++) {
+		for (size_t i = 0; i < MIB; i++)
+			src[i] = (char)(i * 7 + (size_t)r * 13 + (i >> 12));
+		if (t_write_all(wfd, src, MIB) != MIB) {
+			fprintf(stderr, "thp-ring: write %d: %s\n", r, strerror(errno));
+			exit(T_EXIT_FAIL);
+		}
+		if (t_read_full(rfd, dst, MIB) != MIB || memcmp(src, dst, MIB)) {
+			fprintf(stderr, "thp-ring: round %d read back wrong bytes\n", r);
+			exit(T_EXIT_FAIL);
+		}
+	}
+	free(src);
+	free(dst);
+}
+
+int main(int argc, char **argv)
+{
+	int (*stats_get)(struct ppipe_stats *) =
+		(int (*)(struct ppipe_stats *))dlsym(RTLD_DEFAULT, "ppipe_stats_get");
+	struct ppipe_stats st = { .size = sizeof(st) };
+	struct ring_maps m;
+	bool want_huge;
+	int fds[2];
+
+	if (argc != 2 || (strcmp(argv[1], "on") && strcmp(argv[1], "off"))) {
+		fprintf(stderr, "usage: PPIPE_THP=on|off LD_PRELOAD=libppipe.so thp-ring on|off\n");
+		return T_EXIT_ERROR;
+	}
+	want_huge = !strcmp(argv[1], "on");
+	if (!stats_get) {
+		fprintf(stderr, "thp-ring: libppipe is not preloaded\n");
+		return T_EXIT_ERROR;
+	}
+	if (want_huge && !thp_enabled_here()) {
+		printf("SKIP: transparent huge pages are disabled on this system\n");
+		return T_EXIT_SKIP;
+	}
+	if (pipe(fds) || fcntl(fds[1], F_SETPIPE_SZ, MIB) < (int)MIB) {
+		printf("SKIP: cannot make a 1 MiB pipe: %s\n", strerror(errno));
+		return T_EXIT_SKIP;
+	}
+	stream(fds[0], fds[1]);
+	if (stats_get(&st) || st.writes_accelerated < ROUNDS) {
+		fprintf(stderr, "thp-ring: only %llu of %d writes took the fast path\n",
+			(unsigned long long)st.writes_accelerated, ROUNDS);
+		return T_EXIT_FAIL;
+	}
+	m = scan_smaps();
+	printf("rings: %d huge-advised (%ld kB in huge pages), %d small-advised\n", m.huge_advised,
+	       m.huge_kb, m.small_advised);
+	if (want_huge) {
+		if (m.huge_advised != 1 || m.small_advised) {
+			fprintf(stderr, "thp-ring: PPIPE_THP=on must give one huge-advised ring\n");
+			return T_EXIT_FAIL;
+		}
+		if (m.huge_misaligned) {
+			fprintf(stderr,
+				"thp-ring: the ring does not start on a huge page boundary\n");
+			return T_EXIT_FAIL;
+		}
+		if (m.huge_kb < 2048) {
+			printf("SKIP: the ring asked for huge pages but got none (memory fragmented?)\n");
+			return T_EXIT_SKIP;
+		}
+	} else if (m.huge_advised || m.small_advised != 1) {
+		fprintf(stderr, "thp-ring: PPIPE_THP=off must give one ring refusing huge pages\n");
+		return T_EXIT_FAIL;
+	}
+	return T_EXIT_PASS;
+}
