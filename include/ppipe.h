@@ -22,10 +22,13 @@ extern "C" {
 /** Returns the library's version, "major.minor.patch". */
 const char *ppipe_version(void);
 
-/** Process-wide counters, a snapshot. */
+/**
+ * Process-wide counters, a snapshot. Fields are only ever added at the
+ * end: a program built against an older header gets the fields it knows.
+ */
 struct ppipe_stats {
 	size_t size; /**< set by the caller to sizeof(struct ppipe_stats) */
-	uint32_t version; /**< set by the library: 1 */
+	uint32_t version; /**< set by the library: 2 (1 ended at pool_peak) */
 	uint64_t writes_accelerated; /**< write calls that went in by vmsplice */
 	uint64_t bytes_accelerated; /**< bytes those calls moved */
 	uint64_t writes_passthrough; /**< calls on tracked pipes that took the real call */
@@ -33,11 +36,19 @@ struct ppipe_stats {
 	uint64_t fallbacks; /**< accelerated attempts that fell back */
 	uint64_t pool_bytes; /**< ring memory mapped now */
 	uint64_t pool_peak; /**< ring memory mapped at most */
+	/* version 2 */
+	uint64_t pool_trimmed_bytes; /**< ring memory given back by trimming, in all */
+	uint64_t pressure_episodes; /**< times memory pressure (PSI) began */
 };
 
+/** The size of version 1 of struct ppipe_stats, the smallest accepted. */
+#define PPIPE_STATS_SIZE_V1 (offsetof(struct ppipe_stats, pool_peak) + sizeof(uint64_t))
+
 /**
- * Fills @p out (whose size field the caller sets) with a snapshot.
- * Returns 0, or -1 with errno EINVAL when @p out is NULL or too small.
+ * Fills @p out with a snapshot, as much of it as the caller's size field
+ * says it has room for (at least PPIPE_STATS_SIZE_V1), and sets size to
+ * the bytes filled. Returns 0, or -1 with errno EINVAL when @p out is NULL
+ * or too small.
  */
 int ppipe_stats_get(struct ppipe_stats *out);
 

@@ -9,11 +9,14 @@
 #include "log.h"
 #include "pipe.h"
 #include "pool.h"
+#include "psi.h"
+#include "ring.h"
 #include "stats.h"
 #include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 
 PP_EXPORT const char *ppipe_version(void)
 {
@@ -30,18 +33,19 @@ static void sum_pipe(struct pp_pipe *p, void *arg)
 
 PP_EXPORT int ppipe_stats_get(struct ppipe_stats *out)
 {
+	struct ppipe_stats all;
 	struct pp_counters c;
+	size_t room;
 
-	if (!out || out->size < sizeof(*out)) {
+	if (!out || out->size < PPIPE_STATS_SIZE_V1) {
 		errno = EINVAL;
 		return -1;
 	}
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		c.v[i] = __atomic_load_n(&pp_totals_closed.v[i], __ATOMIC_RELAXED);
 	pp_pipes_for_each(sum_pipe, &c);
-	*out = (struct ppipe_stats){
-		.size = sizeof(*out),
-		.version = 1,
+	all = (struct ppipe_stats){
+		.version = 2,
 		.writes_accelerated = c.v[PP_CNT_writes_accelerated],
 		.bytes_accelerated = c.v[PP_CNT_bytes_accelerated],
 		.writes_passthrough = c.v[PP_CNT_writes_passthrough],
@@ -49,7 +53,12 @@ PP_EXPORT int ppipe_stats_get(struct ppipe_stats *out)
 		.fallbacks = c.v[PP_CNT_fallbacks],
 		.pool_bytes = pp_pool_bytes(),
 		.pool_peak = pp_pool_peak(),
+		.pool_trimmed_bytes = pp_rings_trimmed_bytes(),
+		.pressure_episodes = pp_psi_episodes(),
 	};
+	room = out->size < sizeof(all) ? out->size : sizeof(all);
+	all.size = room;
+	memcpy(out, &all, room);
 	return 0;
 }
 

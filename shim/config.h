@@ -37,6 +37,8 @@ struct pp_config {
 	uint64_t pool_keep; /* PPIPE_POOL_KEEP, bytes an idle pipe keeps */
 	uint64_t idle_ms; /* PPIPE_IDLE_MS, idle time before a pipe is trimmed */
 	int64_t numa_node; /* PPIPE_NUMA_NODE, -1 = the writer's node */
+	int64_t psi; /* PPIPE_PSI, percent of time stalled on memory; 0 = ignore */
+	char psi_file[256]; /* PPIPE_PSI_FILE: "" = cgroup's, else /proc/pressure/memory */
 	enum pp_thp thp; /* PPIPE_THP */
 };
 

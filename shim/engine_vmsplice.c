@@ -13,6 +13,7 @@
 #include "config.h"
 #include "faultguard.h"
 #include "pipe.h"
+#include "psi.h"
 #include "real.h"
 #include "ring.h"
 #include "stats.h"
@@ -141,7 +142,7 @@ static void maybe_trim(uint64_t now)
 					 __ATOMIC_RELAXED))
 		return;
 	if (prev)
-		pp_rings_trim_idle(now);
+		pp_rings_trim_idle(now, pp_psi_poll(now));
 }
 
 static ssize_t decline(struct pp_pipe *p, const char *why)
@@ -186,8 +187,12 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	}
 	capacity = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
 	r = pp_ring_get(p, capacity);
-	if (!r)
-		return decline(p, "pool cap reached");
+	if (!r) {
+		/* Look again now and then: pressure ends without a ring. */
+		maybe_trim(now_ns());
+		return decline(p, pp_psi_active() ? "memory pressure: no new ring" :
+						    "pool cap reached");
+	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
 		return decline(p, NULL); /* a signal handler inside our own write */
 	/* Without the fault guard, check the source ranges by system call. */

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "pipe.h"
 #include "pool.h"
+#include "psi.h"
 #include "real.h"
 #include "ring.h"
 #include "stats.h"
@@ -31,6 +32,7 @@ static void after_fork_child(void)
 	pp_pipes_after_fork_child();
 	pp_ring_after_fork_child();
 	pp_thp_after_fork_child();
+	pp_psi_after_fork_child();
 }
 
 #define MAX_REPORT_FDS 256
@@ -79,6 +81,10 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 		.engine = pp_engine_name(),
 		.engine_reason = pp_engine_reason(),
 		.thp = pp_thp_verdict(),
+		.pool_bytes = pp_pool_bytes(),
+		.pool_peak = pp_pool_peak(),
+		.pool_trimmed_bytes = pp_rings_trimmed_bytes(),
+		.pressure_episodes = pp_psi_episodes(),
 		.totals = ctx->totals,
 		.latency = &pp_latency_all,
 		.fds = ctx->fds,

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "pipe.h"
 #include "pool.h"
+#include "psi.h"
 #include "sys.h"
 
 #include <sys/ioctl.h>
@@ -68,6 +69,8 @@ static void list_unlock(struct pp_pipe *p)
  * default, so that the slot rule alone proves every reuse while the
  * capacity stays what it was.
  */
+static uint64_t trimmed_bytes; /* given back by trimming, in all */
+
 static struct pp_ring *ring_create(uint32_t capacity)
 {
 	size_t page = pp_page_size();
@@ -76,6 +79,9 @@ static struct pp_ring *ring_create(uint32_t capacity)
 	struct pp_ring *r;
 	char *base;
 
+	/* Under memory pressure the pool does not grow. */
+	if (pp_psi_active())
+		return NULL;
 	if (size < 32 * page)
 		size = 32 * page;
 	size = round_up(size, page);
@@ -224,10 +230,16 @@ void pp_ring_commit(struct pp_ring *r, size_t off, size_t len)
 		r->head = 0;
 }
 
+struct trim_args {
+	uint64_t now, idle;
+	size_t keep;
+};
+
 static void trim_pipe(struct pp_pipe *p, void *arg)
 {
-	uint64_t now = *(uint64_t *)arg, idle = pp_cfg.idle_ms * 1000000ull;
-	size_t page = pp_page_size(), keep = round_up(pp_cfg.pool_keep, page);
+	const struct trim_args *a = arg;
+	uint64_t now = a->now, idle = a->idle;
+	size_t page = pp_page_size(), keep = a->keep;
 
 	if (!list_trylock(p))
 		return;
@@ -244,6 +256,7 @@ static void trim_pipe(struct pp_pipe *p, void *arg)
 		/* Keep the pages the next write will use; drop the rest. */
 		if (keep >= r->size)
 			keep = r->size;
+		__atomic_add_fetch(&trimmed_bytes, r->resident - keep, __ATOMIC_RELAXED);
 		if (r->head + keep <= r->size) {
 			madvise(r->data, r->head, MADV_DONTNEED);
 			madvise(r->data + r->head + keep, r->size - r->head - keep, MADV_DONTNEED);
@@ -269,9 +282,25 @@ static void trim_pipe(struct pp_pipe *p, void *arg)
 	list_unlock(p);
 }
 
-void pp_rings_trim_idle(uint64_t now_ns)
+void pp_rings_trim_idle(uint64_t now_ns, bool pressure)
 {
-	pp_pipes_for_each(trim_pipe, &now_ns);
+	struct trim_args a = {
+		.now = now_ns,
+		.idle = pp_cfg.idle_ms * 1000000ull,
+		.keep = round_up(pp_cfg.pool_keep, pp_page_size()),
+	};
+
+	/* Under pressure: everything not written since the last look goes. */
+	if (pressure) {
+		a.idle /= 2;
+		a.keep = 0;
+	}
+	pp_pipes_for_each(trim_pipe, &a);
+}
+
+uint64_t pp_rings_trimmed_bytes(void)
+{
+	return __atomic_load_n(&trimmed_bytes, __ATOMIC_RELAXED);
 }
 
 void pp_rings_free(struct pp_pipe *p)

@@ -64,11 +64,15 @@ void pp_ring_commit(struct pp_ring *r, size_t off, size_t len);
 
 /*
  * Gives the memory of rings idle for PPIPE_IDLE_MS back to the system,
- * down to PPIPE_POOL_KEEP bytes each. Trimming is always safe: a page the
- * pipe still holds keeps its contents, the ring just gets a fresh one.
- * Called now and then from the write path; cheap when nothing is idle.
+ * down to PPIPE_POOL_KEEP bytes each; under memory @pressure, all of it,
+ * from rings idle for PPIPE_IDLE_MS / 2 (since the last look). Trimming
+ * is always safe: a page the pipe still holds keeps its contents, the
+ * ring just gets a fresh one. Called now and then from the write path;
+ * cheap when nothing is idle.
  */
-void pp_rings_trim_idle(uint64_t now_ns);
+void pp_rings_trim_idle(uint64_t now_ns, bool pressure);
+/* Bytes given back by trimming so far. */
+uint64_t pp_rings_trimmed_bytes(void);
 
 /* Frees every ring of @p (the pipe is gone). */
 void pp_rings_free(struct pp_pipe *p);

@@ -365,6 +365,15 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	pp_out_json_str(&o, r->engine_reason);
 	pp_out_str(&o, ",\"thp\":");
 	pp_out_json_str(&o, r->thp);
+	pp_out_str(&o, ",\"pool\":{\"bytes\":");
+	pp_out_u64(&o, r->pool_bytes);
+	pp_out_str(&o, ",\"peak\":");
+	pp_out_u64(&o, r->pool_peak);
+	pp_out_str(&o, ",\"trimmed_bytes\":");
+	pp_out_u64(&o, r->pool_trimmed_bytes);
+	pp_out_str(&o, ",\"pressure_episodes\":");
+	pp_out_u64(&o, r->pressure_episodes);
+	pp_out_mem(&o, "}", 1);
 	pp_out_str(&o, ",\"totals\":{");
 	pp_out_counters(&o, &r->totals);
 	pp_out_str(&o, "},\"latency_ns\":");

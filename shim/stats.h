@@ -85,6 +85,9 @@ struct pp_stats_report {
 	const char *engine; /* "vmsplice", "passthrough" */
 	const char *engine_reason; /* e.g. "vmsplice copies on this kernel" */
 	const char *thp; /* huge pages for rings, and why: "on, measured: ..." */
+	uint64_t pool_bytes, pool_peak; /* ring memory mapped now, at most */
+	uint64_t pool_trimmed_bytes; /* given back by trimming, in all */
+	uint64_t pressure_episodes; /* times memory pressure (PSI) began */
 	struct pp_counters totals; /* closed pipes + live ones, summed by the caller */
 	const struct pp_latency *latency;
 	const struct pp_fd_report *fds;

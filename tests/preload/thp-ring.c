@@ -9,6 +9,7 @@
  * disabled or no huge page could be had.
  */
 #include "helpers.h"
+#include "ringmaps.h"
 
 #include <ppipe.h>
 
@@ -22,56 +23,6 @@
 
 #define MIB (1u << 20)
 #define ROUNDS 8
-
-struct ring_maps {
-	int huge_advised; /* dc + hg mappings */
-	int small_advised; /* dc + nh mappings */
-	long huge_kb; /* AnonHugePages of the dc + hg ones */
-	bool huge_misaligned; /* one of them does not start on a 2 MiB boundary */
-};
-
-static bool has_flag(const char *flags, const char *f)
-{
-	for (const char *s = flags; (s = strstr(s, f)); s += 2)
-		if ((s == flags || s[-1] == ' ') && (s[2] == ' ' || s[2] == '\n' || !s[2]))
-			return true;
-	return false;
-}
-
-static struct ring_maps scan_smaps(void)
-{
-	struct ring_maps m = { 0 };
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	long huge_kb = 0;
-	unsigned long start = 0, lo, hi;
-
-	if (!f) {
-		perror("thp-ring: /proc/self/smaps");
-		exit(T_EXIT_ERROR);
-	}
-	/* AnonHugePages comes before VmFlags, the last line of each mapping. */
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-			start = lo;
-			continue;
-		}
-		if (sscanf(line, "AnonHugePages: %ld kB", &huge_kb) == 1)
-			continue;
-		if (strncmp(line, "VmFlags:", 8))
-			continue;
-		if (has_flag(line + 8, "dc") && has_flag(line + 8, "hg")) {
-			m.huge_advised++;
-			m.huge_kb += huge_kb;
-			m.huge_misaligned |= start % (2ul << 20) != 0;
-		} else if (has_flag(line + 8, "dc") && has_flag(line + 8, "nh")) {
-			m.small_advised++;
-		}
-		huge_kb = 0;
-	}
-	fclose(f);
-	return m;
-}
 
 static bool thp_enabled_here(void)
 {
@@ -113,7 +64,8 @@ int main(int argc, char **argv)
 	int (*stats_get)(struct ppipe_stats *) =
 		(int (*)(struct ppipe_stats *))dlsym(RTLD_DEFAULT, "ppipe_stats_get");
 	struct ppipe_stats st = { .size = sizeof(st) };
-	struct ring_maps m;
+	struct t_ringmap m[T_RINGMAPS_MAX];
+	int n, huge = 0, small = 0;
 	bool want_huge;
 	int fds[2];
 
@@ -140,24 +92,31 @@ int main(int argc, char **argv)
 			(unsigned long long)st.writes_accelerated, ROUNDS);
 		return T_EXIT_FAIL;
 	}
-	m = scan_smaps();
-	printf("rings: %d huge-advised (%ld kB in huge pages), %d small-advised\n", m.huge_advised,
-	       m.huge_kb, m.small_advised);
+	n = t_ringmaps(m);
+	for (int i = 0; i < n; i++) {
+		printf("ring at %#lx: %lu kB, %ld kB in huge pages, %s\n", m[i].start,
+		       m[i].size >> 10, m[i].anon_huge_kb,
+		       m[i].huge_advised  ? "huge pages asked for" :
+		       m[i].small_advised ? "huge pages refused" :
+					    "no advice");
+		huge += m[i].huge_advised;
+		small += m[i].small_advised;
+	}
 	if (want_huge) {
-		if (m.huge_advised != 1 || m.small_advised) {
+		if (n != 1 || huge != 1) {
 			fprintf(stderr, "thp-ring: PPIPE_THP=on must give one huge-advised ring\n");
 			return T_EXIT_FAIL;
 		}
-		if (m.huge_misaligned) {
+		if (m[0].start % (2ul << 20)) {
 			fprintf(stderr,
 				"thp-ring: the ring does not start on a huge page boundary\n");
 			return T_EXIT_FAIL;
 		}
-		if (m.huge_kb < 2048) {
+		if (m[0].anon_huge_kb < 2048) {
 			printf("SKIP: the ring asked for huge pages but got none (memory fragmented?)\n");
 			return T_EXIT_SKIP;
 		}
-	} else if (m.huge_advised || m.small_advised != 1) {
+	} else if (n != 1 || small != 1) {
 		fprintf(stderr, "thp-ring: PPIPE_THP=off must give one ring refusing huge pages\n");
 		return T_EXIT_FAIL;
 	}

@@ -585,7 +585,7 @@ static void test_dump(void)
 	pp_config_dump(2);
 	err = capture_end();
 	n = lines(err);
-	CHECK(n == 13, "the dump has 13 lines, got %u:\n%s", n, err);
+	CHECK(n == 15, "the dump has 15 lines, got %u:\n%s", n, err);
 	for (const char *l = err; *l; l = strchr(l, '\n') + 1) {
 		CHECK(!strncmp(l, prefix, strlen(prefix)) &&
 			      !strncmp(l + strlen(prefix), "PPIPE_", 6),
@@ -606,6 +606,8 @@ static void test_dump(void)
 		"PPIPE_POOL_KEEP=131072  # ",
 		"PPIPE_IDLE_MS=1000  # ",
 		"PPIPE_NUMA_NODE=2  # ",
+		"PPIPE_PSI=10  # ",
+		"PPIPE_PSI_FILE=\"\"  # ",
 		"PPIPE_THP=auto  # ",
 	};
 	for (size_t i = 0; i < sizeof(want_lines) / sizeof(want_lines[0]); i++) {
@@ -623,7 +625,7 @@ static void test_dump(void)
 	capture_begin();
 	pp_config_dump(2);
 	err = capture_end();
-	CHECK(lines(err) == 13 && strstr(err, "PPIPE_STATS=\"\"  # ") &&
+	CHECK(lines(err) == 15 && strstr(err, "PPIPE_STATS=\"\"  # ") &&
 		      strstr(err, "PPIPE_FDS=0,1,2,3,") && strstr(err, ",1022,1023  # "),
 	      "dump of defaults: %s", err);
 }

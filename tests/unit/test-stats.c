@@ -322,6 +322,10 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[2])
 	r->engine = "vmsplice";
 	r->engine_reason = "probe: pages shared";
 	r->thp = "off: PPIPE_THP=off";
+	r->pool_bytes = 1 << 21;
+	r->pool_peak = 3 << 20;
+	r->pool_trimmed_bytes = UINT64_MAX - 1;
+	r->pressure_episodes = 2;
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		r->totals.v[i] = fds[0].cnt.v[i] + fds[1].cnt.v[i];
 	r->totals.v[PP_CNT_bytes_accelerated] = UINT64_MAX;
@@ -347,6 +351,8 @@ static void test_format(void)
 	CHECK(strstr(buf,
 		     ",\"mode\":\"auto\",\"engine\":\"vmsplice\","
 		     "\"engine_reason\":\"probe: pages shared\",\"thp\":\"off: PPIPE_THP=off\","
+		     "\"pool\":{\"bytes\":2097152,\"peak\":3145728,"
+		     "\"trimmed_bytes\":18446744073709551614,\"pressure_episodes\":2},"
 		     "\"totals\":{"),
 	      "header: %s", buf);
 	/* Every counter: in the totals and in both fds, in PP_COUNTERS order. */
@@ -396,7 +402,9 @@ static void test_format_exact(void)
 
 	p += sprintf(p,
 		     "{\"pid\":1,\"version\":\"%s\",\"mode\":\"auto\",\"engine\":null,"
-		     "\"engine_reason\":null,\"thp\":null,\"totals\":{",
+		     "\"engine_reason\":null,\"thp\":null,"
+		     "\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,\"pressure_episodes\":0},"
+		     "\"totals\":{",
 		     version);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);

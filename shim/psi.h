@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Memory pressure (PSI) for the pool: polled now and then from the write
+ * path, no thread and no fd of its own. See psi.c.
+ */
+#ifndef PP_PSI_H
+#define PP_PSI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * Reads the pressure file (the caller rate-limits and serialises calls)
+ * and returns whether memory pressure is at or above PPIPE_PSI now.
+ */
+bool pp_psi_poll(uint64_t now_ns);
+/* The last answer of pp_psi_poll(): one load, for the write path. */
+bool pp_psi_active(void);
+/* How many times pressure began (for the statistics). */
+uint64_t pp_psi_episodes(void);
+void pp_psi_after_fork_child(void);
+
+/* Parses the "some ... total=N" line of a PSI file's @text (exposed for tests). */
+bool pp_psi_parse_some_total(const char *text, uint64_t *total_us);
+
+#endif

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libppipe's rings as /proc/self/smaps shows them, for the tests that
+ * check what the pool did with memory. A ring is an anonymous mapping
+ * with MADV_DONTFORK (VmFlags "dc"), and MADV_HUGEPAGE ("hg") or
+ * MADV_NOHUGEPAGE ("nh"); nothing else in the test programs has "dc".
+ */
+#ifndef PPIPE_TEST_RINGMAPS_H
+#define PPIPE_TEST_RINGMAPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define T_RINGMAPS_MAX 16
+
+struct t_ringmap {
+	unsigned long start, size; /* bytes */
+	long rss_kb, anon_huge_kb;
+	bool huge_advised; /* hg */
+	bool small_advised; /* nh */
+};
+
+/* Fills @out with up to T_RINGMAPS_MAX rings, in address order; returns how many. */
+int t_ringmaps(struct t_ringmap *out);
+
+#endif
