@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -150,13 +151,16 @@ static bool poll_locked(uint64_t now_ns)
 
 bool pp_psi_poll(uint64_t now_ns)
 {
+	int saved;
 	bool on;
 
 	if (!pp_cfg.psi)
 		return false;
 	if (__atomic_exchange_n(&polling, 1, __ATOMIC_ACQUIRE))
 		return pp_psi_active();
+	saved = errno; /* inside the application's write() */
 	on = poll_locked(now_ns);
+	errno = saved;
 	__atomic_store_n(&polling, 0, __ATOMIC_RELEASE);
 	return on;
 }
