@@ -31,5 +31,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 bool pp_engine_ready(void);
 const char *pp_engine_name(void);
 const char *pp_engine_reason(void);
+/* In a fork child: forget a probe that was still running in another thread. */
+void pp_engine_after_fork_child(void);
 
 #endif

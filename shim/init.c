@@ -31,6 +31,7 @@ static void after_fork_child(void)
 {
 	pp_pipes_after_fork_child();
 	pp_ring_after_fork_child();
+	pp_engine_after_fork_child();
 	pp_thp_after_fork_child();
 	pp_psi_after_fork_child();
 }

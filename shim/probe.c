@@ -102,3 +102,10 @@ const char *pp_engine_reason(void)
 {
 	return __atomic_load_n(&reason, __ATOMIC_ACQUIRE);
 }
+
+void pp_engine_after_fork_child(void)
+{
+	/* A probe another thread was running did not come along: run it again. */
+	if (__atomic_load_n(&state, __ATOMIC_RELAXED) == PP_ONCE_RUNNING)
+		state = PP_ONCE_UNKNOWN;
+}
