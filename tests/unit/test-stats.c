@@ -403,8 +403,8 @@ static void test_format_exact(void)
 	p += sprintf(p,
 		     "{\"pid\":1,\"version\":\"%s\",\"mode\":\"auto\",\"engine\":null,"
 		     "\"engine_reason\":null,\"thp\":null,"
-		     "\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,\"pressure_episodes\":0},"
-		     "\"totals\":{",
+		     "\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,"
+		     "\"pressure_episodes\":0},\"totals\":{",
 		     version);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);
