@@ -69,8 +69,6 @@ static void list_unlock(struct pp_pipe *p)
  * default, so that the slot rule alone proves every reuse while the
  * capacity stays what it was.
  */
-static uint64_t trimmed_bytes; /* given back by trimming, in all */
-
 static struct pp_ring *ring_create(uint32_t capacity)
 {
 	size_t page = pp_page_size();
@@ -229,6 +227,8 @@ void pp_ring_commit(struct pp_ring *r, size_t off, size_t len)
 	if (r->head >= r->size)
 		r->head = 0;
 }
+
+static uint64_t trimmed_bytes; /* given back by trimming, in all */
 
 struct trim_args {
 	uint64_t now, idle;
