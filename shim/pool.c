@@ -74,7 +74,7 @@ static void bind_node(void *p, size_t len, int node)
 		pp_debug("mbind to node %d failed: errno %d", node, errno);
 }
 
-static void populate(char *p, size_t len)
+void pp_populate(char *p, size_t len)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
@@ -91,11 +91,8 @@ bool pp_pool_huge(size_t size)
 	return size >= HUGE_SIZE && size % HUGE_SIZE == 0 && pp_thp_wanted();
 }
 
-/*
- * An anonymous mapping of @len bytes. With @huge it starts on a huge page
- * boundary: map HUGE_SIZE more and cut off the misaligned head and tail.
- */
-static char *map_aligned(size_t len, bool huge)
+/* With @huge: map HUGE_SIZE more and cut off the misaligned head and tail. */
+char *pp_map_aligned(size_t len, bool huge)
 {
 	size_t extra = huge ? HUGE_SIZE : 0, head;
 	char *p =
@@ -122,7 +119,7 @@ void *pp_pool_map(size_t len, bool huge)
 		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	p = map_aligned(len, huge);
+	p = pp_map_aligned(len, huge);
 	if (p == MAP_FAILED) {
 		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 		errno = saved;
@@ -132,7 +129,7 @@ void *pp_pool_map(size_t len, bool huge)
 	madvise(p, len, MADV_DONTFORK);
 	madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	bind_node(p, len, pp_numa_node());
-	populate(p, len);
+	pp_populate(p, len);
 	while (now > peak && !__atomic_compare_exchange_n(&pool_peak, &peak, now, true,
 							  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;

@@ -17,6 +17,14 @@
  * over the cap or out of memory.
  */
 void *pp_pool_map(size_t len, bool huge);
+/*
+ * The pieces of pp_pool_map() without its accounting or advice, for the
+ * THP probe: an anonymous mapping of @len bytes (MAP_FAILED on failure)
+ * that starts on a 2 MiB boundary when @huge, and faulting [p, p+len) in.
+ */
+char *pp_map_aligned(size_t len, bool huge);
+void pp_populate(char *p, size_t len);
+
 /* Whether a ring of @size data bytes should be huge-page backed (PPIPE_THP). */
 bool pp_pool_huge(size_t size);
 

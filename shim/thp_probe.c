@@ -22,10 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
 #define REGION (2ul << 20)
 #define CHUNK (64ul << 10)
 #define PASS (1ul << 20) /* bytes pushed per timed pass */
@@ -69,21 +65,12 @@ static bool thp_disabled_here(void)
 /* A populated, 2 MiB-aligned region of REGION bytes, huge-page backed or not. */
 static char *region_map(bool huge)
 {
-	char *p = (char *)syscall(SYS_mmap, NULL, 2 * REGION, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	size_t head;
+	char *p = pp_map_aligned(REGION, true);
 
 	if (p == MAP_FAILED)
 		return NULL;
-	head = (REGION - (uintptr_t)p % REGION) % REGION;
-	if (head)
-		syscall(SYS_munmap, p, head);
-	syscall(SYS_munmap, p + head + REGION, REGION - head);
-	p += head;
-	syscall(SYS_madvise, p, REGION, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-	if (syscall(SYS_madvise, p, REGION, MADV_POPULATE_WRITE))
-		for (size_t off = 0; off < REGION; off += 4096)
-			p[off] = 1;
+	madvise(p, REGION, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	pp_populate(p, REGION);
 	return p;
 }
 
