@@ -22,7 +22,9 @@ struct pp_pipe;
  * (entered by the caller). Returns bytes written (the kernel's partial
  * count rules apply), -errno (no byte written), or PP_DECLINE.
  * Async-signal-safe: a handler that writes while its thread is inside
- * gets PP_DECLINE for that pipe.
+ * gets PP_DECLINE for that pipe. Its waits are cancellation points, as
+ * write()'s are: if pthread_cancel() acts there, the engine releases what
+ * it holds and leaves @p itself (the caller's pp_pipe_leave never runs).
  */
 ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt,
 			size_t total);

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -102,6 +103,74 @@ static uint64_t now_ns(void)
 }
 
 /*
+ * One accelerated write in flight: everything a cancellation in one of
+ * its waits has to put right, since the caller's own clean-up never runs.
+ */
+struct write_op {
+	struct pp_pipe *p;
+	struct pp_ring *r; /* claimed (busy) while the op runs */
+	int fd;
+	uint64_t t0; /* start, when latency is recorded */
+	size_t done; /* bytes of finished regions in the pipe */
+	size_t roff; /* the region being pushed */
+	size_t pushed; /* bytes of it in the pipe */
+	bool in_region;
+};
+
+/* Gives the ring back after the op: the next write of this thread may run. */
+static void op_release_ring(struct write_op *op, uint64_t now)
+{
+	if (op->in_region) {
+		pp_ring_commit(op->r, op->roff, op->pushed);
+		op->done += op->pushed;
+		op->in_region = false;
+	}
+	op->r->last_use_ns = now;
+	op->r->resident = op->r->size;
+	__atomic_store_n(&op->r->busy, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * pthread_cancel() acted in a wait: what moved stays in the pipe (as with
+ * write()), the ring and the pipe are released, and the bytes counted.
+ */
+static void op_cancelled(void *arg)
+{
+	struct write_op *op = arg;
+	int saved = errno;
+
+	op_release_ring(op, now_ns());
+	if (op->done) {
+		pp_count(&op->p->cnt, PP_CNT_writes_accelerated, 1);
+		pp_count(&op->p->cnt, PP_CNT_bytes_accelerated, op->done);
+	}
+	pp_pipe_leave(op->p);
+	errno = saved;
+}
+
+/*
+ * The two places an accelerated write sleeps, and so its cancellation
+ * points, as the kernel's write() is one: a blocking vmsplice() (nothing
+ * moved yet; @v set) or poll() for room (bytes moved; @v NULL). The libc
+ * wrappers are cancellation points; the handler cleans up behind them.
+ * Returns what the call returned, or -errno.
+ */
+static long wait_cancellable(struct write_op *op, int fd, const struct iovec *v)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int saved = errno;
+	long r;
+
+	pthread_cleanup_push(op_cancelled, op);
+	r = v ? vmsplice(fd, v, 1, 0) : poll(&pfd, 1, -1);
+	if (r < 0)
+		r = -errno;
+	pthread_cleanup_pop(0);
+	errno = saved;
+	return r;
+}
+
+/*
  * The pipe is full. vmsplice() ignores the file's O_NONBLOCK and waits
  * only once, so the write() semantics are rebuilt here:
  *   - a non-blocking file: -EAGAIN (the caller returns what moved);
@@ -112,23 +181,20 @@ static uint64_t now_ns(void)
  *     being restarted into a wait nobody may end.
  * Returns 0 when there is room, 1 (see above), or -errno.
  */
-static long wait_writable(struct pp_pipe *p, int fd, bool moved)
+static long wait_writable(struct write_op *op, int fd, bool moved)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 	long fl = pp_sys_fcntl(fd, F_GETFL, 0);
 	long r;
 
 	if (fl >= 0 && (fl & O_NONBLOCK)) {
-		pp_pipe_set_nonblock(p, true);
+		pp_pipe_set_nonblock(op->p, true);
 		return -EAGAIN;
 	}
 	if (!moved)
 		return 1;
-	r = PP_SYSCALL(SYS_poll, &pfd, 1, -1);
-	if (r < 0)
-		return r == -EINTR ? -EINTR : r;
+	r = wait_cancellable(op, fd, NULL);
 	/* POLLERR: no readers; the next vmsplice reports EPIPE and SIGPIPE. */
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 /* Every half idle period, one writer looks for idle rings to trim. */
@@ -153,18 +219,60 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 	return PP_DECLINE;
 }
 
+/*
+ * Pushes the reserved region [roff, roff + chunk) into the pipe, waiting
+ * for room as write() would. Returns 0 when all of it is in, or -errno
+ * (op->pushed says how much is), or PP_DECLINE when the fd turned out not
+ * to be a pipe before anything moved.
+ */
+static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
+{
+	struct pp_ring *r = op->r;
+
+	while (op->pushed < chunk) {
+		struct iovec v = { r->data + op->roff + op->pushed, chunk - op->pushed };
+		long n;
+
+		if (*vflags)
+			n = pp_sys_vmsplice(op->fd, &v, 1, *vflags);
+		else
+			n = wait_cancellable(op, op->fd, &v);
+		pp_count(&op->p->cnt, PP_CNT_vmsplice_calls, 1);
+		*vflags = SPLICE_F_NONBLOCK;
+		if (n > 0) {
+			pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
+			op->pushed += (size_t)n;
+			continue;
+		}
+		if (n == -EAGAIN) {
+			n = wait_writable(op, op->fd, op->done + op->pushed > 0);
+			if (n == 0)
+				continue; /* room now */
+			if (n == 1) {
+				*vflags = 0; /* nothing moved yet: the kernel's own wait */
+				continue;
+			}
+		} else if (!op->done && !op->pushed && (n == -EBADF || n == -EINVAL)) {
+			return PP_DECLINE; /* not a pipe after all (nothing moved) */
+		}
+		/* EINTR, EPIPE (SIGPIPE already raised once), EAGAIN, ENOMEM... */
+		return n ? n : -EIO;
+	}
+	return 0;
+}
+
 ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt,
 			size_t total)
 {
-	uint64_t t0 = pp_cfg.stats[0] ? now_ns() : 0;
+	struct write_op op = { .p = p, .fd = fd, .t0 = pp_cfg.stats[0] ? now_ns() : 0 };
 	struct pp_ring_checks checks = { 0 };
 	unsigned int vflags = SPLICE_F_NONBLOCK;
 	uint64_t now;
 	uint32_t capacity;
 	struct pp_ring *r;
-	size_t done = 0, off = 0;
+	size_t off = 0;
 	int idx = 0;
-	ssize_t ret;
+	long ret;
 
 	if (!pp_engine_ready())
 		return decline(p, pp_engine_reason());
@@ -195,6 +303,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
 		return decline(p, NULL); /* a signal handler inside our own write */
+	op.r = r;
 	/* Without the fault guard, check the source ranges by system call. */
 	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
@@ -203,8 +312,8 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	}
 
 	ret = 0;
-	while (done < total) {
-		size_t chunk = total - done, pushed = 0;
+	while (op.done < total) {
+		size_t chunk = total - op.done;
 		long roff;
 
 		if (chunk > r->max_chunk)
@@ -243,65 +352,45 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		} else {
 			pp_copy_iov(r->data + roff, iov, &idx, &off, chunk);
 		}
-		while (pushed < chunk) {
-			struct iovec v = { r->data + roff + pushed, chunk - pushed };
-			long n = pp_sys_vmsplice(fd, &v, 1, vflags);
-
-			pp_count(&p->cnt, PP_CNT_vmsplice_calls, 1);
-			if (n > 0) {
-				pp_ring_pushed(r, (size_t)roff + pushed, (size_t)n);
-				pushed += (size_t)n;
-				continue;
-			}
-			if (n == -EAGAIN && vflags) {
-				n = wait_writable(p, fd, done + pushed > 0);
-				if (n == 0)
-					continue; /* room now */
-				if (n == 1) {
-					vflags = 0; /* nothing moved yet: the kernel's own wait */
-					continue;
-				}
-			} else if (!done && !pushed && (n == -EBADF || n == -EINVAL)) {
-				/* Not a pipe after all (nothing moved): the real call decides. */
-				__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
-				return decline(p, "vmsplice refused the fd");
-			}
-			/* EINTR, EPIPE (SIGPIPE already raised once), EAGAIN, ENOMEM... */
-			ret = n ? n : -EIO;
-			break;
+		op.roff = (size_t)roff;
+		op.pushed = 0;
+		op.in_region = true;
+		ret = push_region(&op, chunk, &vflags);
+		if (ret == PP_DECLINE) {
+			op.in_region = false;
+			__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+			return decline(p, "vmsplice refused the fd");
 		}
-		vflags = SPLICE_F_NONBLOCK;
-		pp_ring_commit(r, (size_t)roff, pushed);
-		done += pushed;
-		if (ret < 0 || pushed < chunk)
+		pp_ring_commit(r, op.roff, op.pushed);
+		op.done += op.pushed;
+		op.in_region = false;
+		if (ret < 0 || op.pushed < chunk)
 			break;
 	}
 	/* One clock read serves the idle time, the latency and the trim check. */
 	now = now_ns();
-	r->last_use_ns = now;
-	r->resident = r->size;
-	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+	op_release_ring(&op, now);
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
 
 	/* Bytes moved: the count. None: the error, as write() gives it. */
-	if (ret < 0 && !done)
+	if (ret < 0 && !op.done)
 		return ret;
 	/* Nothing moved and nothing failed: the ring is still referenced. */
-	if (!done)
+	if (!op.done)
 		return decline(p, NULL);
-	if (ret == 0 && done < total) {
+	if (ret == 0 && op.done < total) {
 		/* The ring could not take the rest: the real call writes it. */
 		ssize_t n = write_rest(fd, iov, iovcnt, idx, off);
 
 		if (n > 0)
-			done += (size_t)n;
+			op.done += (size_t)n;
 		now = now_ns();
 	}
 	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
-	pp_count(&p->cnt, PP_CNT_bytes_accelerated, done);
-	if (t0)
-		pp_latency_record(&pp_latency_all, now - t0);
+	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
+	if (op.t0)
+		pp_latency_record(&pp_latency_all, now - op.t0);
 	maybe_trim(now);
-	return (ssize_t)done;
+	return (ssize_t)op.done;
 }
