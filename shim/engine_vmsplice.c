@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "faultguard.h"
+#include "fdtable.h"
 #include "pipe.h"
 #include "psi.h"
 #include "real.h"
@@ -30,19 +31,6 @@
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
-
-long pp_sys_pipe_ino(int fd, uint64_t *ino)
-{
-	struct stat st;
-	long r = PP_SYSCALL(SYS_fstat, fd, &st);
-
-	if (r)
-		return r;
-	if (!S_ISFIFO(st.st_mode))
-		return -EBADFD;
-	*ino = st.st_ino;
-	return 0;
-}
 
 /*
  * The kernel's write() reports EFAULT (or a partial count) for a bad
@@ -108,8 +96,12 @@ static uint64_t now_ns(void)
  */
 struct write_op {
 	struct pp_pipe *p;
-	struct pp_ring *r; /* claimed (busy) while the op runs */
-	int fd;
+	struct pp_ring *r; /* claimed (busy) while the op runs; NULL once released */
+	int fd; /* the caller's fd */
+	int wfd; /* where the bytes go: fd for the first call, then the pin */
+	int pin; /* our dup of the call's open file, or -1 */
+	uint32_t epoch; /* of fd when the call began */
+	unsigned int calls; /* system calls made on the file so far */
 	uint64_t t0; /* start, when latency is recorded */
 	size_t done; /* bytes of finished regions in the pipe */
 	size_t roff; /* the region being pushed */
@@ -120,6 +112,8 @@ struct write_op {
 /* Gives the ring back after the op: the next write of this thread may run. */
 static void op_release_ring(struct write_op *op, uint64_t now)
 {
+	if (!op->r)
+		return;
 	if (op->in_region) {
 		pp_ring_commit(op->r, op->roff, op->pushed);
 		op->done += op->pushed;
@@ -128,6 +122,49 @@ static void op_release_ring(struct write_op *op, uint64_t now)
 	op->r->last_use_ns = now;
 	op->r->resident = op->r->size;
 	__atomic_store_n(&op->r->busy, 0, __ATOMIC_RELEASE);
+	op->r = NULL;
+}
+
+/*
+ * write() holds its open file until it returns: a close() or dup2() of
+ * the fd by another thread meanwhile changes nothing for it. vmsplice()
+ * holds it only for one call, so before a second call on the same file
+ * the op takes a reference of its own: a dup of the fd, checked to be
+ * the file of the first call (no interposed close/dup2 of the fd since
+ * the call began, and the same pipe). Closed when the op ends, so the
+ * reader's EOF comes exactly when a plain write would have let it.
+ * Returns 0, -ESTALE when the fd no longer names the call's file, or
+ * -errno when no fd could be had.
+ */
+static int op_pin(struct write_op *op)
+{
+	uint64_t ino;
+	long pin;
+
+	if (op->pin >= 0)
+		return 0;
+	pin = pp_sys_fcntl(op->fd, F_DUPFD_CLOEXEC, (unsigned long)pp_fdt_spare_base());
+	if (pin == -EINVAL)
+		pin = pp_sys_fcntl(op->fd, F_DUPFD_CLOEXEC, 0); /* a lowered soft limit */
+	if (pin < 0)
+		return pin == -EBADF ? -ESTALE : (int)pin;
+	if (pp_fdt_epoch(op->fd) != op->epoch || pp_sys_pipe_ino((int)pin, &ino) ||
+	    ino != op->p->ino) {
+		pp_sys_close((int)pin);
+		return -ESTALE;
+	}
+	op->pin = (int)pin;
+	op->wfd = (int)pin;
+	return 0;
+}
+
+static void op_unpin(struct write_op *op)
+{
+	if (op->pin < 0)
+		return;
+	pp_sys_close(op->pin);
+	op->pin = -1;
+	op->wfd = op->fd;
 }
 
 /*
@@ -140,6 +177,7 @@ static void op_cancelled(void *arg)
 	int saved = errno;
 
 	op_release_ring(op, now_ns());
+	op_unpin(op);
 	if (op->done) {
 		pp_count(&op->p->cnt, PP_CNT_writes_accelerated, 1);
 		pp_count(&op->p->cnt, PP_CNT_bytes_accelerated, op->done);
@@ -211,6 +249,18 @@ static void maybe_trim(uint64_t now)
 		pp_rings_trim_idle(now, pp_psi_poll(now));
 }
 
+/* write_rest() to the call's file, with write()'s cancellation point covered. */
+static ssize_t rest_cancellable(struct write_op *op, const struct iovec *iov, int iovcnt, int idx,
+				size_t off)
+{
+	ssize_t n;
+
+	pthread_cleanup_push(op_cancelled, op);
+	n = write_rest(op->wfd, iov, iovcnt, idx, off);
+	pthread_cleanup_pop(0);
+	return n;
+}
+
 static ssize_t decline(struct pp_pipe *p, const char *why)
 {
 	if (why)
@@ -219,11 +269,32 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 	return PP_DECLINE;
 }
 
+/* Returned by push_region when no pin could be had: the real call goes on. */
+#define PP_NO_PIN 1
+
+/* The pin, or why not: 0, -ESTALE (the call's file is gone), or PP_NO_PIN. */
+static long op_ensure_pin(struct write_op *op)
+{
+	int r = op_pin(op);
+
+	if (r == 0 || r == -ESTALE)
+		return r;
+	pp_count(&op->p->cnt, PP_CNT_fallbacks, 1);
+	return PP_NO_PIN;
+}
+
+/* Before every system call on the file but the first one: the pin. */
+static long op_next_call(struct write_op *op)
+{
+	return op->calls++ ? op_ensure_pin(op) : 0;
+}
+
 /*
  * Pushes the reserved region [roff, roff + chunk) into the pipe, waiting
- * for room as write() would. Returns 0 when all of it is in, or -errno
- * (op->pushed says how much is), or PP_DECLINE when the fd turned out not
- * to be a pipe before anything moved.
+ * for room as write() would. Returns 0 when all of it is in, -errno
+ * (op->pushed says how much is), PP_DECLINE when the fd turned out not to
+ * be a pipe before anything moved, -ESTALE when the fd was closed under
+ * the call, or PP_NO_PIN when the rest must take the real call.
  */
 static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 {
@@ -231,12 +302,14 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 
 	while (op->pushed < chunk) {
 		struct iovec v = { r->data + op->roff + op->pushed, chunk - op->pushed };
-		long n;
+		long n = op_next_call(op);
 
+		if (n)
+			return n;
 		if (*vflags)
-			n = pp_sys_vmsplice(op->fd, &v, 1, *vflags);
+			n = pp_sys_vmsplice(op->wfd, &v, 1, *vflags);
 		else
-			n = wait_cancellable(op, op->fd, &v);
+			n = wait_cancellable(op, op->wfd, &v);
 		pp_count(&op->p->cnt, PP_CNT_vmsplice_calls, 1);
 		*vflags = SPLICE_F_NONBLOCK;
 		if (n > 0) {
@@ -245,7 +318,10 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 			continue;
 		}
 		if (n == -EAGAIN) {
-			n = wait_writable(op, op->fd, op->done + op->pushed > 0);
+			n = op_next_call(op);
+			if (n)
+				return n;
+			n = wait_writable(op, op->wfd, op->done + op->pushed > 0);
 			if (n == 0)
 				continue; /* room now */
 			if (n == 1) {
@@ -264,7 +340,12 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt,
 			size_t total)
 {
-	struct write_op op = { .p = p, .fd = fd, .t0 = pp_cfg.stats[0] ? now_ns() : 0 };
+	struct write_op op = { .p = p,
+			       .fd = fd,
+			       .wfd = fd,
+			       .pin = -1,
+			       .epoch = pp_fdt_epoch(fd),
+			       .t0 = pp_cfg.stats[0] ? now_ns() : 0 };
 	struct pp_ring_checks checks = { 0 };
 	unsigned int vflags = SPLICE_F_NONBLOCK;
 	uint64_t now;
@@ -318,7 +399,10 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 
 		if (chunk > r->max_chunk)
 			chunk = r->max_chunk;
-		roff = pp_ring_reserve(r, chunk, fd, p->ino, capacity, &checks);
+		/* The reuse checks ask the file too: after a first call, the pinned one. */
+		if (op.calls && (ret = op_ensure_pin(&op)))
+			break;
+		roff = pp_ring_reserve(r, chunk, op.wfd, p->ino, capacity, &checks);
 		if (roff == PP_RING_MOVED) {
 			/*
 			 * The fd was switched to another object behind our
@@ -358,13 +442,13 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		ret = push_region(&op, chunk, &vflags);
 		if (ret == PP_DECLINE) {
 			op.in_region = false;
-			__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+			op_release_ring(&op, now_ns());
 			return decline(p, "vmsplice refused the fd");
 		}
 		pp_ring_commit(r, op.roff, op.pushed);
 		op.done += op.pushed;
 		op.in_region = false;
-		if (ret < 0 || op.pushed < chunk)
+		if (ret || op.pushed < chunk)
 			break;
 	}
 	/* One clock read serves the idle time, the latency and the trim check. */
@@ -373,20 +457,26 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
 
-	/* Bytes moved: the count. None: the error, as write() gives it. */
-	if (ret < 0 && !op.done)
+	/*
+	 * Nothing moved: the real call does the write (the fd lost its file
+	 * under us, no pin, or the ring is still referenced), else the error
+	 * as write() gives it. Bytes moved: the count.
+	 */
+	if (!op.done) {
+		op_unpin(&op);
+		if (ret >= 0 || ret == -ESTALE)
+			return decline(p, ret == -ESTALE ? "fd closed during the write" : NULL);
 		return ret;
-	/* Nothing moved and nothing failed: the ring is still referenced. */
-	if (!op.done)
-		return decline(p, NULL);
-	if (ret == 0 && op.done < total) {
+	}
+	if ((ret == 0 || ret == PP_NO_PIN) && op.done < total) {
 		/* The ring could not take the rest: the real call writes it. */
-		ssize_t n = write_rest(fd, iov, iovcnt, idx, off);
+		ssize_t n = rest_cancellable(&op, iov, iovcnt, idx, off);
 
 		if (n > 0)
 			op.done += (size_t)n;
 		now = now_ns();
 	}
+	op_unpin(&op);
 	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
 	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
 	if (op.t0)

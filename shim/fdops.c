@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -70,9 +72,16 @@ int pp_dup(int fd)
 	return r;
 }
 
+/*
+ * dup2()/dup3() close @fd2 inside the kernel: its epoch moves first, so a
+ * write in flight on @fd2 never takes the new file for the old one.
+ */
 int pp_dup2(int fd, int fd2)
 {
-	int r = real_dup2(fd, fd2);
+	int r;
+
+	pp_fdt_invalidate(fd2);
+	r = real_dup2(fd, fd2);
 
 	if (r >= 0)
 		pp_fdt_dup(fd, r);
@@ -81,7 +90,10 @@ int pp_dup2(int fd, int fd2)
 
 int pp_dup3(int fd, int fd2, int flags)
 {
-	int r = real_dup3(fd, fd2, flags);
+	int r;
+
+	pp_fdt_invalidate(fd2);
+	r = real_dup3(fd, fd2, flags);
 
 	if (r >= 0)
 		pp_fdt_dup(fd, r);
@@ -137,6 +149,18 @@ int pp_close_range(unsigned int first, unsigned int last, int flags)
 			pp_fdt_clear((int)fd);
 	}
 	return real_close_range(first, last, flags);
+}
+
+void pp_closefrom(int low)
+{
+	unsigned int top = (unsigned int)pp_fdt_size();
+
+	for (unsigned int fd = low > 0 ? (unsigned int)low : 0; fd < top; fd++)
+		pp_fdt_clear((int)fd);
+	if (PP_REAL(closefrom))
+		pp_real.closefrom(low);
+	else
+		syscall(SYS_close_range, (unsigned int)low, ~0U, 0);
 }
 
 int pp_ioctl_fionbio(int fd, const int *on)

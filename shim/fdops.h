@@ -15,6 +15,7 @@ int pp_dup3(int fd, int fd2, int flags);
 int pp_fcntl(int fd, int cmd, unsigned long arg);
 int pp_close_range(unsigned int first, unsigned int last, int flags);
 int pp_fclose(void *stream);
+void pp_closefrom(int low);
 /* After a successful ioctl(fd, FIONBIO, on). */
 int pp_ioctl_fionbio(int fd, const int *on);
 

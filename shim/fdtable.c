@@ -7,6 +7,11 @@
  *   bits 34-63 index of the pipe object
  * Readers load the word, enter the object it names and check that the
  * object still has that generation; writers replace words atomically.
+ *
+ * Beside each word, an epoch: bumped by every change of the entry and
+ * before every interposed call that may change what the fd number refers
+ * to (close, dup2, dup3...), so "the epoch did not move" proves that no
+ * such call ran in between, even one that put the same pipe back.
  */
 #include "fdtable.h"
 
@@ -20,7 +25,9 @@
 #define FDT_MIN 1024
 
 static uint64_t *fdt;
+static uint32_t *fdt_epoch; /* fdt_size entries, after the words */
 static int fdt_size;
+static int spare_base; /* lowest fd number for libppipe's own fds */
 
 int pp_fdt_init(void)
 {
@@ -33,13 +40,39 @@ int pp_fdt_init(void)
 	/* The hard limit: the soft one can be raised later without us. */
 	if (!syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_max > n)
 		n = rl.rlim_max > FDT_MAX ? FDT_MAX : rl.rlim_max;
-	t = mmap(NULL, n * sizeof(*t), PROT_READ | PROT_WRITE,
+	t = mmap(NULL, n * (sizeof(*t) + sizeof(*fdt_epoch)), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (t == MAP_FAILED)
 		return -1;
+	/*
+	 * libppipe's own short-lived fds go to the upper half of the soft
+	 * limit (at most 512), out of the way of the numbers the program
+	 * gets from open() and expects from dup2() targets it chose.
+	 */
+	if (!syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_cur >= 128)
+		spare_base = rl.rlim_cur / 2 > 512 ? 512 : (int)(rl.rlim_cur / 2);
 	fdt_size = (int)n;
+	fdt_epoch = (uint32_t *)(t + n);
 	__atomic_store_n(&fdt, t, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int pp_fdt_spare_base(void)
+{
+	return spare_base;
+}
+
+uint32_t pp_fdt_epoch(int fd)
+{
+	if (!fdt || (unsigned int)fd >= (unsigned int)fdt_size)
+		return 0;
+	return __atomic_load_n(&fdt_epoch[fd], __ATOMIC_SEQ_CST);
+}
+
+void pp_fdt_invalidate(int fd)
+{
+	if (fdt && (unsigned int)fd < (unsigned int)fdt_size)
+		__atomic_fetch_add(&fdt_epoch[fd], 1, __ATOMIC_SEQ_CST);
 }
 
 int pp_fdt_size(void)
@@ -66,6 +99,7 @@ static uint64_t swap_entry(int fd, uint64_t w)
 {
 	if (!fdt || fd < 0 || fd >= fdt_size)
 		return 0;
+	pp_fdt_invalidate(fd);
 	return __atomic_exchange_n(&fdt[fd], w, __ATOMIC_ACQ_REL);
 }
 

@@ -36,6 +36,16 @@ void pp_fdt_dup(int oldfd, int newfd);
  */
 struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end);
 
+/*
+ * The epoch of @fd: it moves whenever an interposed call changes (or is
+ * about to change) what the number refers to. 0 for fds outside the table.
+ */
+uint32_t pp_fdt_epoch(int fd);
+/* Moves @fd's epoch: call before a dup2()/dup3() onto @fd. */
+void pp_fdt_invalidate(int fd);
+/* Lowest number for libppipe's own short-lived fds (F_DUPFD's minimum). */
+int pp_fdt_spare_base(void);
+
 /* The highest fd the table covers, plus one. */
 int pp_fdt_size(void);
 

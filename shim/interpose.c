@@ -75,6 +75,11 @@ PP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	return pp_close_range(first, last, flags);
 }
 
+PP_EXPORT void closefrom(int low)
+{
+	pp_closefrom(low);
+}
+
 PP_EXPORT int fclose(FILE *stream)
 {
 	return pp_fclose(stream);

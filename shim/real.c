@@ -45,6 +45,7 @@ void pp_real_bind(void)
 	BIND(popen);
 	BIND(fclose);
 	BIND(ioctl);
+	BIND(closefrom);
 #undef BIND
 }
 

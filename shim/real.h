@@ -45,6 +45,7 @@ struct pp_real {
 	void *(*popen)(const char *, const char *);
 	int (*fclose)(void *);
 	int (*ioctl)(int, unsigned long, ...);
+	void (*closefrom)(int);
 };
 
 extern struct pp_real pp_real;

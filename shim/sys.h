@@ -44,13 +44,17 @@ static inline long pp_sys_madvise(void *addr, size_t len, int advice)
 	return PP_SYSCALL(SYS_madvise, addr, len, advice);
 }
 
+static inline long pp_sys_close(int fd)
+{
+	return PP_SYSCALL(SYS_close, fd);
+}
+
 static inline long pp_sys_gettid(void)
 {
 	return PP_SYSCALL(SYS_gettid);
 }
 
-struct stat;
-/* Inode of @fd if it is a pipe or FIFO; -ENOTSOCK-like -EBADFD when it is not. */
+/* Inode of @fd if it is a pipe or FIFO; -EBADFD when it is not. */
 long pp_sys_pipe_ino(int fd, uint64_t *ino);
 
 #endif
