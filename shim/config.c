@@ -33,6 +33,8 @@
 #define PP_SUGGEST_MAX 63
 /* Variables no libppipe option uses, reserved for the test preloads. */
 #define PP_TEST_PREFIX "PPIPE_TEST_"
+/* Set by libppipe itself for the programs a process tree execs (registry.c). */
+#define PP_REGISTRY_VAR "PPIPE_REGISTRY"
 
 enum pp_opt_type { PP_T_size, PP_T_int, PP_T_bool, PP_T_enum, PP_T_fdset, PP_T_string };
 
@@ -675,6 +677,8 @@ static void pp_warn_unknown(char *const *envp, size_t idx)
 
 	if (n >= sizeof(PP_TEST_PREFIX) - 1 &&
 	    !memcmp(e, PP_TEST_PREFIX, sizeof(PP_TEST_PREFIX) - 1))
+		return;
+	if (n == sizeof(PP_REGISTRY_VAR) - 1 && !memcmp(e, PP_REGISTRY_VAR, n))
 		return;
 	/* Once per name, however often the environment repeats it. */
 	for (size_t j = 0; j < idx; j++)

@@ -8,6 +8,7 @@
 #include "pipe.h"
 #include "real.h"
 #include "sys.h"
+#include "vfork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,7 @@ static void track_new_pipe(const int fds[2], int flags)
 	uint64_t ino;
 	long cap;
 
-	if (!pp_active() || (flags & O_DIRECT) || pp_fdt_init())
+	if (!pp_active() || (flags & O_DIRECT) || pp_in_vfork_child() || pp_fdt_init())
 		return;
 	if (!pp_fd_selected(fds[1]))
 		return;
@@ -59,7 +60,8 @@ int pp_pipe2(int fds[2], int flags)
 int pp_close(int fd)
 {
 	/* Forget first: a racing write then simply takes the real call. */
-	pp_fdt_clear(fd);
+	if (!pp_in_vfork_child())
+		pp_fdt_clear(fd);
 	return real_close(fd);
 }
 
@@ -67,7 +69,7 @@ int pp_dup(int fd)
 {
 	int r = real_dup(fd);
 
-	if (r >= 0)
+	if (r >= 0 && !pp_in_vfork_child())
 		pp_fdt_dup(fd, r);
 	return r;
 }
@@ -80,9 +82,10 @@ int pp_dup2(int fd, int fd2)
 {
 	int r;
 
+	if (pp_in_vfork_child())
+		return real_dup2(fd, fd2);
 	pp_fdt_invalidate(fd2);
 	r = real_dup2(fd, fd2);
-
 	if (r >= 0)
 		pp_fdt_dup(fd, r);
 	return r;
@@ -92,9 +95,10 @@ int pp_dup3(int fd, int fd2, int flags)
 {
 	int r;
 
+	if (pp_in_vfork_child())
+		return real_dup3(fd, fd2, flags);
 	pp_fdt_invalidate(fd2);
 	r = real_dup3(fd, fd2, flags);
-
 	if (r >= 0)
 		pp_fdt_dup(fd, r);
 	return r;
@@ -107,7 +111,7 @@ int pp_fcntl(int fd, int cmd, unsigned long arg)
 	enum pp_end end;
 	struct pp_pipe *p;
 
-	if (r < 0)
+	if (r < 0 || pp_in_vfork_child())
 		return r;
 	switch (cmd) {
 	case F_DUPFD:
@@ -142,7 +146,7 @@ int pp_fcntl(int fd, int cmd, unsigned long arg)
 
 int pp_close_range(unsigned int first, unsigned int last, int flags)
 {
-	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && !pp_in_vfork_child()) {
 		unsigned int top = (unsigned int)pp_fdt_size();
 
 		for (unsigned int fd = first; fd <= last && fd < top; fd++)
@@ -153,7 +157,7 @@ int pp_close_range(unsigned int first, unsigned int last, int flags)
 
 void pp_closefrom(int low)
 {
-	unsigned int top = (unsigned int)pp_fdt_size();
+	unsigned int top = pp_in_vfork_child() ? 0 : (unsigned int)pp_fdt_size();
 
 	for (unsigned int fd = low > 0 ? (unsigned int)low : 0; fd < top; fd++)
 		pp_fdt_clear((int)fd);
@@ -166,7 +170,7 @@ void pp_closefrom(int low)
 int pp_ioctl_fionbio(int fd, const int *on)
 {
 	enum pp_end end;
-	struct pp_pipe *p = pp_fdt_enter(fd, &end);
+	struct pp_pipe *p = pp_in_vfork_child() ? NULL : pp_fdt_enter(fd, &end);
 
 	if (!p)
 		return 0;
@@ -182,7 +186,7 @@ int pp_fclose(void *stream)
 	int fd = stream ? fileno((FILE *)stream) : -1;
 	int r;
 
-	if (fd >= 0)
+	if (fd >= 0 && !pp_in_vfork_child())
 		pp_fdt_clear(fd);
 	r = PP_REAL(fclose) ? pp_real.fclose(stream) : EOF;
 	return r;

@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "exec.h"
 #include "faultguard.h"
 #include "fdtable.h"
 #include "log.h"
@@ -12,6 +13,7 @@
 #include "real.h"
 #include "ring.h"
 #include "stats.h"
+#include "vfork.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@ bool pp_active(void)
 
 static void after_fork_child(void)
 {
+	pp_vfork_note_pid();
 	pp_pipes_after_fork_child();
 	pp_ring_after_fork_child();
 	pp_engine_after_fork_child();
@@ -123,6 +126,8 @@ void pp_stats_report_fd(int fd)
 static void at_exit(void)
 {
 	pp_stats_report_now();
+	/* This image's registry holds end with it (an exec's were handed on). */
+	pp_pipes_exec_release();
 }
 
 __attribute__((constructor(101))) static void pp_init(void)
@@ -136,6 +141,11 @@ __attribute__((constructor(101))) static void pp_init(void)
 		return;
 	}
 	pp_faultguard_init();
+	pp_vfork_note_pid();
+	/* Pipe ends inherited through exec from a libppipe process tree. */
+	if (!pp_fdt_init() && !pp_reg_join(environ))
+		pp_exec_adopt();
+	unsetenv("PPIPE_REGISTRY"); /* for libppipe only: the program never sees it */
 	pthread_atfork(NULL, NULL, after_fork_child);
 	atexit(at_exit);
 	__atomic_store_n(&active, true, __ATOMIC_RELEASE);

@@ -11,10 +11,12 @@
 #undef _FILE_OFFSET_BITS
 
 #include "compiler.h"
+#include "exec.h"
 #include "faultguard.h"
 #include "fdops.h"
 #include "readers.h"
 #include "real.h"
+#include "sys.h"
 #include "writepath.h"
 
 #include <alloca.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -143,6 +146,14 @@ PP_EXPORT ssize_t tee(int in, int out, size_t len, unsigned int flags)
 	return real_tee(in, out, len, flags);
 }
 
+/* A pipe end sent to another process: its readers can no longer be known. */
+PP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	pp_readers_before_send(msg);
+	return PP_REAL(sendmsg) ? pp_real.sendmsg(fd, msg, flags) :
+				  syscall(SYS_sendmsg, fd, msg, flags);
+}
+
 PP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	return pp_sigaction(sig, act, old);
@@ -153,45 +164,67 @@ PP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 	return pp_signal(sig, handler);
 }
 
-/* ---- exec and spawn: the new program may not copy what it reads ---- */
+/* ---- exec and spawn: pipe ends leave for a new program image ---- */
 
 #define CALL_REAL(name, ...) (PP_REAL(name) ? pp_real.name(__VA_ARGS__) : (errno = ENOSYS, -1))
 
+/*
+ * Runs the real exec @call with the environment @envp as prepared for the
+ * image @path will become (exec.h); undoes that if the exec returns.
+ */
+#define EXEC_PREPARED(path, envp, call)                                        \
+	({                                                                     \
+		struct pp_exec_ctx x_;                                         \
+		char *const *in_ = (envp);                                     \
+		char **env_ = alloca(pp_exec_env_slots(in_) * sizeof(char *)); \
+		int r_;                                                        \
+		env_ = pp_exec_prepare(&x_, (path), in_, env_);                \
+		r_ = (call);                                                   \
+		pp_exec_failed(&x_);                                           \
+		r_;                                                            \
+	})
+
 PP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	pp_readers_before_exec(false);
-	return CALL_REAL(execve, path, argv, envp);
+	return EXEC_PREPARED(path, envp, CALL_REAL(execve, path, argv, env_));
 }
 
 PP_EXPORT int execv(const char *path, char *const argv[])
 {
-	pp_readers_before_exec(false);
-	return CALL_REAL(execv, path, argv);
+	return EXEC_PREPARED(path, environ, CALL_REAL(execve, path, argv, env_));
 }
 
 PP_EXPORT int execvp(const char *file, char *const argv[])
 {
-	pp_readers_before_exec(false);
-	return CALL_REAL(execvp, file, argv);
+	return EXEC_PREPARED(file, environ, CALL_REAL(execvpe, file, argv, env_));
 }
 
 PP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	pp_readers_before_exec(false);
-	return CALL_REAL(execvpe, file, argv, envp);
+	return EXEC_PREPARED(file, envp, CALL_REAL(execvpe, file, argv, env_));
+}
+
+/* The kernel names an image run from an fd after the fd's number. */
+static const char *fd_name(int fd, char *buf)
+{
+	pp_utoa(fd >= 0 ? (unsigned long)fd : 0, buf);
+	return buf;
 }
 
 PP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	pp_readers_before_exec(false);
-	return CALL_REAL(fexecve, fd, argv, envp);
+	char name[16];
+
+	return EXEC_PREPARED(fd_name(fd, name), envp, CALL_REAL(fexecve, fd, argv, env_));
 }
 
 PP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 		       int flags)
 {
-	pp_readers_before_exec(false);
-	return CALL_REAL(execveat, dirfd, path, argv, envp, flags);
+	char name[16];
+	const char *comm = *path ? path : fd_name(dirfd, name);
+
+	return EXEC_PREPARED(comm, envp, CALL_REAL(execveat, dirfd, path, argv, env_, flags));
 }
 
 /* execl, execlp, execle: gather the list into an argv on the stack. */

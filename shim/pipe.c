@@ -13,6 +13,7 @@
 #include "pipe.h"
 
 #include "log.h"
+#include "registry.h"
 #include "ring.h"
 
 #include <errno.h>
@@ -24,7 +25,6 @@
 #include <unistd.h>
 
 #define PP_MAX_PIPES 65536
-#define PP_REGISTRY_SLOTS 65536
 
 struct pp_slot {
 	struct pp_pipe p;
@@ -37,7 +37,6 @@ static int32_t free_head; /* index + 1 */
 static uint32_t slots_used; /* high-water mark */
 static int list_lock;
 static struct pp_pipe *live; /* list of live pipes */
-static struct pp_shared *registry; /* MAP_SHARED, inherited by fork */
 static struct pp_shared private_sh; /* for pipes outside the registry */
 
 /*
@@ -94,58 +93,21 @@ struct pp_pipe *pp_pipe_at(uint32_t index)
 	return slots && index < PP_MAX_PIPES ? &slots[index].p : NULL;
 }
 
-/* A registry slot for @ino: found (another process of the tree made it) or new. */
-static struct pp_shared *registry_slot(uint64_t ino)
+static void registry_release(struct pp_pipe *p)
 {
-	struct pp_shared *reg = map_once((void **)&registry,
-					 PP_REGISTRY_SLOTS * sizeof(struct pp_shared), MAP_SHARED);
-
-	if (!reg)
-		return NULL;
-	for (uint32_t i = 0, h = (uint32_t)(ino * 2654435761u); i < PP_REGISTRY_SLOTS; i++) {
-		struct pp_shared *s = &reg[(h + i) % PP_REGISTRY_SLOTS];
-		uint64_t cur = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
-
-		if (cur == ino) {
-			__atomic_fetch_add(&s->holders, 1, __ATOMIC_RELAXED);
-			return s;
-		}
-		if (cur)
-			continue;
-		if (__atomic_compare_exchange_n(&s->ino, &cur, ino, false, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE)) {
-			__atomic_store_n(&s->unsafe, 0, __ATOMIC_RELAXED);
-			__atomic_store_n(&s->capacity_max, 0, __ATOMIC_RELAXED);
-			__atomic_store_n(&s->nonblock, 0, __ATOMIC_RELAXED);
-			__atomic_store_n(&s->holders, 1, __ATOMIC_RELEASE);
-			return s;
-		}
-		if (cur == ino) {
-			__atomic_fetch_add(&s->holders, 1, __ATOMIC_RELAXED);
-			return s;
-		}
-	}
-	return NULL;
+	if (p->shared && !p->released)
+		pp_reg_put(p->sh);
 }
 
-static void registry_release(struct pp_shared *s)
+static struct pp_pipe *pipe_new(uint64_t ino, struct pp_shared *sh, bool created_here, int capacity)
 {
-	if (s == &private_sh || !s)
-		return;
-	if (__atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL) == 0)
-		__atomic_store_n(&s->ino, 0, __ATOMIC_RELEASE);
-}
-
-struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
-{
-	struct pp_shared *sh = created_here ? registry_slot(ino) : NULL;
 	struct pp_slot *s = NULL;
 	struct pp_pipe *p;
 
 	sigset_t old;
 
 	if (!map_once((void **)&slots, PP_MAX_PIPES * sizeof(struct pp_slot), MAP_PRIVATE)) {
-		registry_release(sh);
+		pp_reg_put(sh);
 		return NULL;
 	}
 	list_lock_sigsafe(&old);
@@ -157,7 +119,7 @@ struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
 	}
 	if (!s) {
 		list_unlock_sigsafe(&old);
-		registry_release(sh);
+		pp_reg_put(sh);
 		return NULL;
 	}
 	p = &s->p;
@@ -166,10 +128,31 @@ struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
 	p->created_here = created_here;
 	/* Outside the registry (trust mode, inherited pipes) nothing is shared. */
 	p->sh = sh ? sh : &private_sh;
+	p->shared = sh != NULL;
 	p->next = live;
 	live = p;
 	list_unlock_sigsafe(&old);
 	pp_pipe_note_capacity(p, capacity);
+	return p;
+}
+
+struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
+{
+	return pipe_new(ino, created_here ? pp_reg_get(ino, true) : NULL, created_here, capacity);
+}
+
+struct pp_pipe *pp_pipe_adopt(uint64_t ino, int capacity)
+{
+	struct pp_shared *sh = pp_reg_get(ino, false);
+	struct pp_pipe *p;
+
+	if (!sh)
+		return NULL;
+	p = pipe_new(ino, sh, true, capacity);
+	if (p) {
+		p->accel = true;
+		p->reason = "inherited across exec, readers confirmed";
+	}
 	return p;
 }
 
@@ -189,7 +172,7 @@ static void pipe_try_free(struct pp_pipe *p)
 	__atomic_fetch_add(&s->gen, 1, __ATOMIC_RELEASE);
 	pp_stats_fold(&p->cnt);
 	pp_rings_free(p);
-	registry_release(p->sh);
+	registry_release(p);
 
 	list_lock_sigsafe(&old);
 	for (struct pp_pipe **pp = &live; *pp; pp = &(*pp)->next) {
@@ -265,9 +248,52 @@ void pp_pipes_after_fork_child(void)
 	/* The child holds every fd the parent held: one more holder each. */
 	list_lock = 0;
 	for (struct pp_pipe *p = live; p; p = p->next) {
-		if (p->sh != &private_sh)
+		if (p->shared && !p->released)
 			__atomic_fetch_add(&p->sh->holders, 1, __ATOMIC_RELAXED);
 		p->users = 0;
 		pp_rings_forget(p);
 	}
+}
+
+static void exec_release(struct pp_pipe *p, void *arg)
+{
+	(void)arg;
+	if (!p->shared || p->released || pp_pipe_unsafe(p))
+		return;
+	p->released = true;
+	pp_reg_put(p->sh);
+}
+
+void pp_pipes_exec_release(void)
+{
+	pp_pipes_for_each(exec_release, NULL);
+}
+
+static void exec_reacquire(struct pp_pipe *p, void *arg)
+{
+	struct pp_shared *sh;
+
+	(void)arg;
+	if (!p->released)
+		return;
+	p->released = false;
+	if (__atomic_load_n(&p->sh->ino, __ATOMIC_ACQUIRE) == p->ino) {
+		__atomic_fetch_add(&p->sh->holders, 1, __ATOMIC_ACQ_REL);
+		return;
+	}
+	/* Nobody else held it, so it was safe: a fresh slot says the same. */
+	sh = pp_reg_get(p->ino, true);
+	if (sh) {
+		p->sh = sh;
+		return;
+	}
+	p->shared = false;
+	p->sh = &private_sh;
+	p->accel = false;
+	p->reason = "registry full after a failed exec";
+}
+
+void pp_pipes_exec_reacquire(void)
+{
+	pp_pipes_for_each(exec_reacquire, NULL);
 }

@@ -26,6 +26,8 @@ struct pp_shared {
 	uint32_t capacity_max; /* largest capacity any process saw, bytes */
 	uint32_t holders; /* processes holding an fd of it */
 	uint32_t nonblock; /* the write end's open file has O_NONBLOCK */
+	uint32_t pending; /* exec'd images that got an end and have not confirmed */
+	uint32_t spare;
 };
 
 enum pp_end { PP_END_READ = 0, PP_END_WRITE = 1 };
@@ -36,7 +38,9 @@ struct pp_pipe {
 	struct pp_shared *sh;
 	const char *reason; /* why it is (not) accelerated, for the stats */
 	bool accel; /* writes may take the vmsplice path */
-	bool created_here; /* by pipe()/pipe2() in this process tree */
+	bool created_here; /* by pipe() in this tree, or inherited through a confirmed exec */
+	bool shared; /* its state is a registry slot (not private to this process) */
+	bool released; /* its registry hold went to the image of an exec in progress */
 	int fd_refs; /* fds of this process (atomic) */
 	int users; /* writers inside the engine (atomic) */
 	int state; /* PP_PIPE_LIVE, PP_PIPE_DEAD (no fd left), PP_PIPE_FREED */
@@ -51,6 +55,11 @@ struct pp_pipe {
  * (PPIPE_READERS=trust). Returns NULL when libppipe cannot track it.
  */
 struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity);
+/*
+ * Takes over a pipe this image inherited through exec, if the registry
+ * knows it. Its readers are known while no holder is pending.
+ */
+struct pp_pipe *pp_pipe_adopt(uint64_t ino, int capacity);
 /* An fd now refers to @p / no longer does. */
 void pp_pipe_get_fd(struct pp_pipe *p);
 void pp_pipe_put_fd(struct pp_pipe *p);
@@ -65,7 +74,15 @@ void pp_pipe_leave(struct pp_pipe *p);
 void pp_pipe_mark_unsafe(struct pp_pipe *p, const char *why);
 static inline bool pp_pipe_unsafe(const struct pp_pipe *p)
 {
-	return __atomic_load_n(&p->sh->unsafe, __ATOMIC_ACQUIRE);
+	const struct pp_shared *s = p->sh;
+
+	/*
+	 * Unsafe for good, or an exec'd holder not confirmed yet, or the
+	 * slot no longer describes this pipe (the registry is untrusted).
+	 */
+	return __atomic_load_n(&s->unsafe, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&s->pending, __ATOMIC_ACQUIRE) ||
+	       (p->shared && __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != p->ino);
 }
 /*
  * O_NONBLOCK of the write end's open file, as pipe2/F_SETFL/FIONBIO left
@@ -94,5 +111,12 @@ struct pp_pipe *pp_pipe_at(uint32_t index);
 void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg);
 /* In a fork child: this process now holds every live pipe too. */
 void pp_pipes_after_fork_child(void);
+/*
+ * An exec is about to replace this image: its registry holds go (the new
+ * image takes its own); reacquire them if the exec fails. Pipes already
+ * unsafe keep their hold, so their slot (and verdict) outlives the exec.
+ */
+void pp_pipes_exec_release(void);
+void pp_pipes_exec_reacquire(void);
 
 #endif

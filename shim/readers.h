@@ -28,6 +28,10 @@
  */
 void pp_readers_before_exec(bool any_fd);
 
+struct msghdr;
+/* Before sendmsg(): pipe ends passed with SCM_RIGHTS leave our sight. */
+void pp_readers_before_send(const struct msghdr *msg);
+
 /* Before splice()/tee() out of @fd. */
 void pp_readers_before_splice(int fd);
 

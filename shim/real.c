@@ -46,6 +46,7 @@ void pp_real_bind(void)
 	BIND(fclose);
 	BIND(ioctl);
 	BIND(closefrom);
+	BIND(sendmsg);
 #undef BIND
 }
 

@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+struct msghdr;
+
 struct pp_real {
 	ssize_t (*write)(int, const void *, size_t);
 	ssize_t (*writev)(int, const struct iovec *, int);
@@ -46,6 +48,7 @@ struct pp_real {
 	int (*fclose)(void *);
 	int (*ioctl)(int, unsigned long, ...);
 	void (*closefrom)(int);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
 };
 
 extern struct pp_real pp_real;

@@ -54,6 +54,20 @@ static inline long pp_sys_gettid(void)
 	return PP_SYSCALL(SYS_gettid);
 }
 
+/* Writes @v in decimal and a NUL to @out (at least 21 bytes). */
+static inline void pp_utoa(unsigned long v, char *out)
+{
+	char tmp[21];
+	int n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (n)
+		*out++ = tmp[--n];
+	*out = 0;
+}
+
 /* Inode of @fd if it is a pipe or FIFO; -EBADFD when it is not. */
 long pp_sys_pipe_ino(int fd, uint64_t *ino);
 

@@ -9,6 +9,7 @@
 #include "pipe.h"
 #include "real.h"
 #include "sys.h"
+#include "vfork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,8 +58,9 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	struct pp_pipe *p;
 	ssize_t r;
 
-	p = pp_fdt_enter(fd, &end);
-	if (!p && !(p = adopt(fd)))
+	/* A vfork child runs on its parent's rings: never there. */
+	p = pp_in_vfork_child() ? NULL : pp_fdt_enter(fd, &end);
+	if (!p && (pp_in_vfork_child() || !(p = adopt(fd))))
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
 	r = PP_DECLINE;

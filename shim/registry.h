@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pipe registry: one shared memory file per process tree, so that
+ * every process that runs libppipe sees the same verdict about each pipe,
+ * across fork and across exec (DESIGN.md 3).
+ *
+ * It is a memfd. Fork children share its mapping; an exec passes it on as
+ * an fd whose number travels in PPIPE_REGISTRY, and the new image maps it
+ * again when libppipe starts in it. It holds, per pipe inode, one struct
+ * pp_shared, and a table of exec records: before an exec that hands pipe
+ * ends to a new program image, the exec'ing process charges each such
+ * pipe as "pending" (a holder nobody has vouched for yet) and describes
+ * the image to come (pid, start time, command name). When libppipe starts
+ * in that image, it takes over the pipe ends it holds and claims its
+ * record, which lifts the charges. An image that never runs libppipe
+ * (static, setuid, stripped environment) never claims its record, so its
+ * pipes stay plain for good: pending is what keeps a pipe off the fast
+ * path, and only a claim by the image described ever lifts it.
+ *
+ * The file is shared with every process of the tree, so its contents are
+ * untrusted input: every index is checked against this library's own
+ * constants, no pointer is ever stored in it, and a damaged or foreign
+ * file only makes pipes plain.
+ */
+#ifndef PP_REGISTRY_H
+#define PP_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct pp_shared;
+
+/* Pipe ends of one exec, as charged in its record. */
+#define PP_EXEC_MAX_PIPES 16
+
+/*
+ * The registry slot of pipe @ino, one holder more: found (another process
+ * made it) or, with @create, new. NULL when there is no registry or it is
+ * full; the pipe is then not accelerated.
+ */
+struct pp_shared *pp_reg_get(uint64_t ino, bool create);
+/* One holder less; the slot is free once no holder and no charge is left. */
+void pp_reg_put(struct pp_shared *s);
+
+/* The slot of @ino without taking it (NULL if none). */
+struct pp_shared *pp_reg_find(uint64_t ino);
+
+/*
+ * Joins the registry this image inherited (PPIPE_REGISTRY in @envp), at
+ * start-up. Returns 0, or -errno when there is none or it is not usable.
+ */
+int pp_reg_join(char **envp);
+
+/*
+ * An exec record being prepared by the exec'ing process. pp_reg_exec_begin
+ * charges the pipes, makes the registry fd the new image inherits and
+ * fills @env with "PPIPE_REGISTRY=<fd>" for its environment;
+ * pp_reg_exec_failed undoes it all when the exec returns.
+ */
+struct pp_exec_charge {
+	int rec; /* record index, or -1 */
+	int fd; /* the inherited registry fd, or -1 */
+	char env[32];
+};
+/*
+ * @pid: the process that will be the new image, or 0 for this one.
+ * @comm: the name the kernel will give it (basename of the path).
+ * @inos/@n: the pipes whose ends the image gets. Returns 0, or -errno when
+ * the exec cannot be described (the caller then marks the pipes unsafe).
+ */
+int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t *inos, int n);
+void pp_reg_exec_failed(struct pp_exec_charge *c);
+
+/*
+ * In the new image, after taking over its pipe ends: lifts the charges of
+ * the record that describes this process, if there is one.
+ */
+void pp_reg_exec_claim(void);
+
+/* The registry's fd in this process (CLOEXEC), or -1. */
+int pp_reg_fd(void);
+
+#endif

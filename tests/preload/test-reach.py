@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Reach and integrity of pipelines whose stages are exec'd programs.
+
+usage: test-reach.py LIBRARY
+
+Each shape runs with LD_PRELOAD=LIBRARY under strace, which counts the bytes
+that went into pipes by vmsplice() against those written by large write()s:
+the share is measured from outside, not taken from libppipe's statistics.
+Every shape must deliver the data intact (sha256 of a 48 MiB file). Shapes
+whose every process runs libppipe must send at least 90% of the bytes by
+vmsplice; shapes where a reader escapes libppipe (a stripped environment)
+must stay (almost) plain, and a splicing reader (pv) must not corrupt
+anything. Exit 77 when strace is missing.
+"""
+import hashlib
+import mmap
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+MIN_WRITE = 16384
+SIZE = 48 << 20
+LINE = re.compile(r"^\d+ (vmsplice|write|writev)\((\d+).*\) += (\d+)$")
+
+PY_SUBPROCESS = """
+import hashlib, subprocess, sys
+r = subprocess.run(["cat", sys.argv[1]], stdout=subprocess.PIPE, check=True)
+print(hashlib.sha256(r.stdout).hexdigest())
+"""
+
+PY_SCRIBBLE = """
+import mmap, os, random, subprocess, sys
+r, w = os.pipe()          # makes this process tree's registry
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if "libppipe-registry" in os.readlink("/proc/self/fd/" + name):
+            fd = int(name)
+            break
+    except OSError:
+        pass
+else:
+    sys.exit("no registry fd")
+m = mmap.mmap(fd, os.fstat(fd).st_size)
+rnd = random.Random(7)
+for _ in range(20000):     # scribble everywhere but the header
+    off = rnd.randrange(4096, len(m) - 8)
+    m[off:off + 8] = rnd.randbytes(8)
+os.close(r); os.close(w)
+out = subprocess.run(["sh", "-c", "cat %s | cat | sha256sum" % sys.argv[1]],
+                     stdout=subprocess.PIPE, check=True).stdout.decode()
+print(out.split()[0])
+"""
+
+
+def run_shape(lib, argv, workdir):
+    trace = os.path.join(workdir, "trace")
+    env = dict(os.environ, LD_PRELOAD=lib)
+    cmd = ["strace", "-f", "-qq", "-e", "trace=vmsplice,write,writev", "-e", "signal=none",
+           "-o", trace] + argv
+    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         timeout=120)
+    vm = wr = 0
+    with open(trace, errors="replace") as f:
+        for line in f:
+            m = LINE.match(line.strip())
+            if not m:
+                continue
+            n = int(m.group(3))
+            if m.group(1) == "vmsplice":
+                vm += n
+            elif n >= MIN_WRITE:
+                wr += n
+    return out, vm, wr
+
+
+def main():
+    lib = os.path.abspath(sys.argv[1])
+    if not shutil.which("strace"):
+        print("SKIP: strace is not installed")
+        return 77
+    failed = False
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "data")
+        with open(data, "wb") as f:
+            f.write(os.urandom(SIZE))
+        with open(data, "rb") as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+        py = sys.executable
+        shapes = [
+            # name, argv, minimum share (percent) or None, maximum share
+            ("sh: cat | sha256sum", ["sh", "-c", f"cat {data} | sha256sum"], 90, 100),
+            ("sh: dd bs=1M | sha256sum",
+             ["sh", "-c", f"dd if={data} bs=1M status=none | sha256sum"], 90, 100),
+            ("sh: 3 stages", ["sh", "-c", f"cat {data} | cat | sha256sum"], 90, 100),
+            ("sh: 4 stages", ["sh", "-c", f"cat {data} | cat | cat | sha256sum"], 90, 100),
+            ("python subprocess", [py, "-c", PY_SUBPROCESS, data], 90, 100),
+            ("reader without LD_PRELOAD",
+             ["sh", "-c", f"cat {data} | env -u LD_PRELOAD sha256sum"], 0, 10),
+            ("reader exec'd through a stripped env",
+             ["sh", "-c", f"cat {data} | env -i PATH=/usr/bin:/bin sha256sum"], 0, 10),
+            ("registry scribbled over", [py, "-c", PY_SCRIBBLE, data], 0, 100),
+        ]
+        if shutil.which("pv"):
+            shapes.append(("a reader that splices (pv)",
+                           ["sh", "-c", f"cat {data} | pv -q | sha256sum"], 0, 100))
+        for name, argv, lo, hi in shapes:
+            out, vm, wr = run_shape(lib, argv, d)
+            got = out.stdout.decode(errors="replace").split()
+            share = 100.0 * vm / (vm + wr) if vm + wr else 0.0
+            ok = out.returncode == 0 and got and got[0] == want and lo <= share <= hi
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: vmsplice {vm} B, large write {wr} B, "
+                  f"{share:.1f}% by vmsplice (want {lo}-{hi}%), data "
+                  f"{'intact' if got and got[0] == want else 'WRONG'}")
+            if not ok:
+                failed = True
+                sys.stdout.write(out.stderr.decode(errors="replace")[-2000:])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
