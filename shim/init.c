@@ -146,7 +146,7 @@ __attribute__((constructor(101))) static void pp_init(void)
 	if (!pp_fdt_init() && !pp_reg_join(environ))
 		pp_exec_adopt();
 	unsetenv("PPIPE_REGISTRY"); /* for libppipe only: the program never sees it */
-	pthread_atfork(NULL, NULL, after_fork_child);
+	pthread_atfork(pp_pipes_before_fork, NULL, after_fork_child);
 	atexit(at_exit);
 	__atomic_store_n(&active, true, __ATOMIC_RELEASE);
 }

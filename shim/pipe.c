@@ -243,13 +243,28 @@ void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg)
 	list_unlock_sigsafe(&old);
 }
 
+static void hold_for_child(struct pp_pipe *p, void *arg)
+{
+	(void)arg;
+	if (p->shared && !p->released)
+		__atomic_fetch_add(&p->sh->holders, 1, __ATOMIC_ACQ_REL);
+}
+
+void pp_pipes_before_fork(void)
+{
+	/*
+	 * The child will hold every fd the parent holds: its holds are taken
+	 * here, before the parent can close its own ends and free the slot
+	 * while the child has not run yet. (A failed fork leaves them taken:
+	 * the slots then outlive their pipes, which only costs registry room.)
+	 */
+	pp_pipes_for_each(hold_for_child, NULL);
+}
+
 void pp_pipes_after_fork_child(void)
 {
-	/* The child holds every fd the parent held: one more holder each. */
 	list_lock = 0;
 	for (struct pp_pipe *p = live; p; p = p->next) {
-		if (p->shared && !p->released)
-			__atomic_fetch_add(&p->sh->holders, 1, __ATOMIC_RELAXED);
 		p->users = 0;
 		pp_rings_forget(p);
 	}

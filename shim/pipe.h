@@ -109,7 +109,9 @@ struct pp_pipe *pp_pipe_at(uint32_t index);
 
 /* Calls @fn for every live pipe (stats at exit; fork). */
 void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg);
-/* In a fork child: this process now holds every live pipe too. */
+/* Before fork: the child's registry holds, taken by the parent. */
+void pp_pipes_before_fork(void);
+/* In a fork child: reset what only the parent's threads used. */
 void pp_pipes_after_fork_child(void);
 /*
  * An exec is about to replace this image: its registry holds go (the new

@@ -23,7 +23,7 @@ import tempfile
 
 MIN_WRITE = 16384
 SIZE = 48 << 20
-LINE = re.compile(r"^\d+ (vmsplice|write|writev)\((\d+).*\) += (\d+)$")
+LINE = re.compile(r"^\d+\s+(vmsplice|write|writev)\((\d+).*\) += (\d+)$")
 
 PY_SUBPROCESS = """
 import hashlib, subprocess, sys
