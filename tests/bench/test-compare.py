@@ -123,7 +123,7 @@ def check_json(doc, lib):
                              "env": {"PPIPE_FOO": "1", "PPIPE_BAR": "a b"}},
           f"JSON: library {doc['library']}")
     check(doc["settings"] == {"matrix": "quick", "reps": 2, "duration_s": 1.0,
-                              "pipeline_duration_s": 0.5,
+                              "pipeline_duration_s": 1.0,
                               "memory_pressure": False, "verify": False, "pin": None},
           f"JSON: settings {doc['settings']}")
     results = doc["results"]
@@ -146,7 +146,7 @@ def check_json(doc, lib):
               f"{where}: pipe_size")
         if pipeline:
             check(r["mode"] == "sh", f"{where}: mode")
-            check(all(rep["lat_max_ns"] == 500000000 for name in ("baseline", "shim")
+            check(all(rep["lat_max_ns"] == 1000000000 for name in ("baseline", "shim")
                       for rep in r[name]["reps"]),
                   f"{where}: the pipeline did not run for the pipeline duration")
         for name in ("baseline", "shim"):
@@ -200,7 +200,7 @@ def check_svg(path):
     check(len(classed("g", "pipeline-row")) == 4, "SVG: 4 pipeline rows")
     texts = " ".join("".join(t.itertext()) for t in root.iter(SVG_NS + "text"))
     for word in ("4K", "32K", "64K", "1M", "MB/s", "writers", "readers",
-                 "produce | relay | consume", "0.5 s for pipelines"):
+                 "produce | relay | consume", "median of 2 x 1 s runs per side"):
         check(word in texts, f"SVG: no {word!r} label")
 
 
@@ -336,6 +336,20 @@ def check_pipeline(t):
               "--duration is the pipelines' duration too")
     check("pipe=4096" in p.stdout or "4 KiB pipes" in p.stdout,
           "the table names the pipe size the consumer saw")
+    svg = t.path("full.svg")
+    p = t.run(["--full", "--only", "pipeline", "--reps", "1", "--bench", t.bench, "--stage",
+               t.stage, "--lib", t.lib, "-q", "--json", out, "--svg", svg])
+    check(p.returncode == 0, f"--full pipeline run failed: {p.stderr.strip()[-400:]}")
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    check(sorted({(r["hops"], r["size"]) for r in doc["results"]})
+          == [(h, s) for h in (1, 2) for s in (16384, 65536, 262144, 1048576)],
+          "--full pipeline matrix")
+    check(doc["settings"]["duration_s"] == 5.0 and doc["settings"]["pipeline_duration_s"] == 2.0
+          and all(r["shim"]["reps"][0]["lat_max_ns"] == 2000000000 for r in doc["results"]),
+          f"--full runs pipelines for 2 s: {doc['settings']}")
+    with open(svg, encoding="utf-8") as f:
+        check("(2 s for pipelines)" in f.read(), "SVG: the pipelines' own duration")
     check_error(t, args, 1, ["verification failed", "sh 1 hop size=65536", "baseline"],
                 env={"FAKE_STAGE_CORRUPT": "1"})
     check_error(t, args, 1, ["sh 1 hop size=65536 (shim)", "injected failure"],
