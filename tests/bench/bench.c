@@ -717,8 +717,7 @@ int main(int argc, char **argv)
 	if (opt.memcpy)
 		return run_memcpy(&opt);
 
-	cli_find_preloads(&pl, getenv("LD_PRELOAD") ? strdup(getenv("LD_PRELOAD")) : NULL,
-			  opt.expect_preload);
+	cli_find_preloads(&pl, getenv("LD_PRELOAD"), opt.expect_preload);
 	if (opt.expect_preload && !pl.mapped[pl.n - 1]) {
 		fprintf(stderr,
 			"ppipe-bench: %s is not loaded in this process "

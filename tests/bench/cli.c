@@ -117,12 +117,15 @@ static int match_object(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
-void cli_find_preloads(struct cli_preloads *p, char *env, const char *extra)
+void cli_find_preloads(struct cli_preloads *p, const char *env, const char *extra)
 {
+	static char *copy; /* what p->want points into, until the next call */
 	char *save = NULL;
 
+	free(copy);
+	copy = env ? strdup(env) : NULL;
 	memset(p, 0, sizeof(*p));
-	for (char *tok = env ? strtok_r(env, ": ", &save) : NULL;
+	for (char *tok = copy ? strtok_r(copy, ": ", &save) : NULL;
 	     tok && p->n < CLI_MAX_PRELOADS - 1; tok = strtok_r(NULL, ": ", &save))
 		p->want[p->n++] = tok;
 	if (extra)

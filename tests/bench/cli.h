@@ -27,11 +27,12 @@ struct cli_preloads {
 };
 
 /*
- * Which of the entries of @env (LD_PRELOAD's value, split in place at ':'
- * and ' ') and of @extra (may be NULL; then it is the last entry) are
+ * Which of the entries of @env (LD_PRELOAD's value, split at ':' and ' ';
+ * may be NULL) and of @extra (may be NULL; then it is the last entry) are
  * mapped in this process. An entry with a '/' matches the same file, one
- * without matches a mapped object's base name.
+ * without matches a mapped object's base name. The entries point into a
+ * copy of @env that lives until the next call.
  */
-void cli_find_preloads(struct cli_preloads *p, char *env, const char *extra);
+void cli_find_preloads(struct cli_preloads *p, const char *env, const char *extra);
 
 #endif

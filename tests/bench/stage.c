@@ -443,9 +443,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 static void expect_preload(const char *path)
 {
 	struct cli_preloads pl;
-	const char *env = getenv("LD_PRELOAD");
 
-	cli_find_preloads(&pl, env ? strdup(env) : NULL, path);
+	cli_find_preloads(&pl, getenv("LD_PRELOAD"), path);
 	if (!pl.mapped[pl.n - 1])
 		die(EXIT_ENV,
 		    "%s is not loaded in this process (missing, not in LD_PRELOAD, or ld.so refused "
