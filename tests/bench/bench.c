@@ -8,6 +8,7 @@
  * pipes. ppipe-compare drives it; the output is one JSON object (--json) or
  * a short text block.
  */
+#include "cli.h"
 #include "histogram.h"
 #include "pressure.h"
 #include "stream.h"
@@ -16,9 +17,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <link.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -38,7 +37,6 @@
 enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 
 #define MAX_TASKS 1024
-#define MAX_CPUS 256
 #define MAX_SIZE (256ull << 20)
 
 struct options {
@@ -49,8 +47,8 @@ struct options {
 	double duration;
 	int verify, memory_pressure, json;
 	uint64_t pressure_limit;
-	int cpus_w[MAX_CPUS], ncpus_w;
-	int cpus_r[MAX_CPUS], ncpus_r;
+	int cpus_w[CLI_MAX_CPUS], ncpus_w;
+	int cpus_r[CLI_MAX_CPUS], ncpus_r;
 	const char *expect_preload;
 };
 
@@ -92,19 +90,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void pin(const int *cpus, int n, unsigned int id)
-{
-	cpu_set_t set;
-
-	if (!n)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpus[id % (unsigned int)n], &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		fprintf(stderr, "ppipe-bench: cannot pin to cpu %d: %s\n",
-			cpus[id % (unsigned int)n], strerror(errno));
-}
-
 /* Blocks until the main thread closes the start pipe's write end. */
 static void wait_start(struct bench *b)
 {
@@ -131,7 +116,7 @@ static void writer_loop(struct bench *b, unsigned int id)
 	unsigned char *buf = alloc_buffer(o->size);
 	uint64_t pos = 0;
 
-	pin(o->cpus_w, o->ncpus_w, id);
+	cli_pin_one("ppipe-bench", o->cpus_w, o->ncpus_w, id);
 	wait_start(b);
 	if (!buf) {
 		ws->error = ENOMEM;
@@ -169,7 +154,7 @@ static void reader_loop(struct bench *b, unsigned int id)
 	unsigned char *buf = alloc_buffer(o->read_size);
 	uint64_t got = 0;
 
-	pin(o->cpus_r, o->ncpus_r, id);
+	cli_pin_one("ppipe-bench", o->cpus_r, o->ncpus_r, id);
 	wait_start(b);
 	if (!buf) {
 		sh->read_error = ENOMEM;
@@ -335,50 +320,6 @@ static void summarize(const struct bench *b, uint64_t start, struct summary *s)
 	}
 }
 
-struct preloads {
-	const char *want[64];
-	int mapped[64];
-	int n;
-};
-
-static int same_file(const char *a, const char *b)
-{
-	char ra[PATH_MAX], rb[PATH_MAX];
-
-	if (!realpath(a, ra) || !realpath(b, rb))
-		return 0;
-	return !strcmp(ra, rb);
-}
-
-static int match_object(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct preloads *p = data;
-
-	(void)size;
-	if (!info->dlpi_name || !*info->dlpi_name)
-		return 0;
-	for (int i = 0; i < p->n; i++) {
-		const char *w = p->want[i];
-		const char *base = strrchr(info->dlpi_name, '/');
-
-		if (strchr(w, '/') ? same_file(w, info->dlpi_name) :
-				     !strcmp(w, base ? base + 1 : info->dlpi_name))
-			p->mapped[i] = 1;
-	}
-	return 0;
-}
-
-/* Which of LD_PRELOAD's entries (and @extra) are really mapped here. */
-static void find_preloads(struct preloads *p, char *env, const char *extra)
-{
-	memset(p, 0, sizeof(*p));
-	for (char *tok = env ? strtok(env, ": ") : NULL; tok && p->n < 63; tok = strtok(NULL, ": "))
-		p->want[p->n++] = tok;
-	if (extra)
-		p->want[p->n++] = extra;
-	dl_iterate_phdr(match_object, p);
-}
-
 static void json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
@@ -423,7 +364,7 @@ static void print_pressure_json(FILE *f, const struct pressure *p)
 }
 
 static void print_json(const struct bench *b, const struct summary *s, const struct pressure *p,
-		       const struct preloads *pl, int verified)
+		       const struct cli_preloads *pl, int verified)
 {
 	const struct options *o = b->opt;
 	const struct histogram *h = &s->hist;
@@ -567,85 +508,16 @@ __attribute__((format(printf, 1, 2))) static void die_usage(const char *fmt, ...
 	exit(EXIT_USAGE);
 }
 
-/* Decimal byte count with an optional binary K/M/G suffix. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	if (!*s || *s == '-' || *s == '+')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		end++;
-		break;
-	default:
-		break;
-	}
-	if (*end || (shift && v > (ULLONG_MAX >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 static unsigned int parse_count(const char *name, const char *s, unsigned int max)
 {
 	uint64_t v;
 
-	if (parse_size(s, &v) || !v || v > max) {
+	if (cli_parse_size(s, &v) || !v || v > max) {
 		fprintf(stderr, "ppipe-bench: %s: '%s' is not a count between 1 and %u\n", name, s,
 			max);
 		exit(EXIT_USAGE);
 	}
 	return (unsigned int)v;
-}
-
-static int parse_cpus(const char *s, int *cpus)
-{
-	int n = 0;
-
-	while (*s) {
-		char *end;
-		long lo = strtol(s, &end, 10), hi;
-
-		if (end == s || lo < 0 || lo >= CPU_SETSIZE)
-			return -1;
-		hi = lo;
-		if (*end == '-') {
-			s = end + 1;
-			hi = strtol(s, &end, 10);
-			if (end == s || hi < lo || hi >= CPU_SETSIZE)
-				return -1;
-		}
-		for (long c = lo; c <= hi; c++) {
-			if (n == MAX_CPUS)
-				return -1;
-			cpus[n++] = (int)c;
-		}
-		if (*end == ',')
-			end++;
-		else if (*end)
-			return -1;
-		s = end;
-	}
-	return n ? n : -1;
 }
 
 static void parse_args(int argc, char **argv, struct options *o)
@@ -709,18 +581,18 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->readers = parse_count("--readers", optarg, MAX_TASKS);
 			break;
 		case 's':
-			if (parse_size(optarg, &o->size) || !o->size || o->size > MAX_SIZE)
+			if (cli_parse_size(optarg, &o->size) || !o->size || o->size > MAX_SIZE)
 				die_usage("--size: '%s' is not a byte count from 1 to 256M",
 					  optarg);
 			break;
 		case O_READ_SIZE:
-			if (parse_size(optarg, &o->read_size) || !o->read_size ||
+			if (cli_parse_size(optarg, &o->read_size) || !o->read_size ||
 			    o->read_size > MAX_SIZE)
 				die_usage("--read-size: '%s' is not a byte count from 1 to 256M",
 					  optarg);
 			break;
 		case 'p':
-			if (parse_size(optarg, &o->pipe_size) || o->pipe_size > INT_MAX)
+			if (cli_parse_size(optarg, &o->pipe_size) || o->pipe_size > INT_MAX)
 				die_usage("--pipe-size: '%s' is not a byte count below 2G", optarg);
 			break;
 		case 'd':
@@ -739,20 +611,20 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->memory_pressure = 1;
 			break;
 		case O_LIMIT:
-			if (parse_size(optarg, &o->pressure_limit) ||
+			if (cli_parse_size(optarg, &o->pressure_limit) ||
 			    o->pressure_limit < (64u << 20))
 				die_usage(
 					"--pressure-limit: '%s' is not a byte count of at least 64M",
 					optarg);
 			break;
 		case O_CPUS_W:
-			o->ncpus_w = parse_cpus(optarg, o->cpus_w);
+			o->ncpus_w = cli_parse_cpus(optarg, o->cpus_w);
 			if (o->ncpus_w < 0)
 				die_usage("--cpus-writers: '%s' is not a cpu list like 0,2-3",
 					  optarg);
 			break;
 		case O_CPUS_R:
-			o->ncpus_r = parse_cpus(optarg, o->cpus_r);
+			o->ncpus_r = cli_parse_cpus(optarg, o->cpus_r);
 			if (o->ncpus_r < 0)
 				die_usage("--cpus-readers: '%s' is not a cpu list like 0,2-3",
 					  optarg);
@@ -835,7 +707,7 @@ int main(int argc, char **argv)
 	struct bench b = { .opt = &opt };
 	struct pressure pr = { .method = "none" };
 	struct summary sum;
-	struct preloads pl;
+	struct cli_preloads pl;
 	char err[512];
 	uint64_t start, written[STREAM_MAX_WRITERS] = { 0 };
 	int failed = 0, verified = 1, run;
@@ -845,8 +717,7 @@ int main(int argc, char **argv)
 	if (opt.memcpy)
 		return run_memcpy(&opt);
 
-	find_preloads(&pl, getenv("LD_PRELOAD") ? strdup(getenv("LD_PRELOAD")) : NULL,
-		      opt.expect_preload);
+	cli_find_preloads(&pl, getenv("LD_PRELOAD"), opt.expect_preload);
 	if (opt.expect_preload && !pl.mapped[pl.n - 1]) {
 		fprintf(stderr,
 			"ppipe-bench: %s is not loaded in this process "

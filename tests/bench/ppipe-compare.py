@@ -4,6 +4,8 @@
 Runs a matrix of ppipe-bench configurations twice per repetition (baseline
 without LD_PRELOAD, then shim with the preload library), takes medians and
 prints cover-letter shaped tables; optionally writes JSON, CSV and SVG.
+The pipeline matrix runs shell pipelines of ppipe-stage programs instead,
+with LD_PRELOAD in the environment of the sh.
 """
 
 import argparse
@@ -15,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -25,19 +28,27 @@ PROG = "ppipe-compare"
 VERSION = "@VERSION@"
 DEFAULT_LIB = "@DEFAULT_LIB@"
 BENCH = "@BENCH@"
+STAGE = "@STAGE@"
 
 PIPE_SIZE = 1 << 20
+# Pipelines keep the pipes sh makes: what a shell user gets (the kernel's
+# default, 16 pages). The consumer reports the size it really read from.
+PIPELINE_PIPE_SIZE = 65536
 METRICS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
            "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
 SIDES = ("baseline", "shim")
-MATRICES = ("sweep", "sizes", "small")
-ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small"}
-PRESETS = {"quick": {"duration": 1.0, "reps": 3},
-           "full": {"duration": 5.0, "reps": 5}}
+MATRICES = ("sweep", "sizes", "small", "pipeline")
+ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small",
+               "pipeline": "pipeline"}
+# --full runs pipelines shorter than the rest: 8 configurations x 5 reps x 2
+# sides at 5 s would add more than half an hour.
+PRESETS = {"quick": {"duration": 1.0, "pipeline_duration": 1.0, "reps": 3},
+           "full": {"duration": 5.0, "pipeline_duration": 2.0, "reps": 5}}
 CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline_mbps", "shim_mbps", "ratio_mbps",
               "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
-              "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps")
+              "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps",
+              "hops")
 RESULT_KEYS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
                "memory_pressure", "baseline", "shim", "ratio_mbps")
 COMPARED = ("mbps", "lat_avg_ns", "lat_p99_ns")
@@ -124,7 +135,7 @@ def run_parser():
     p.add_argument("--reps", type=positive_int, metavar="N",
                    help="repetitions per side")
     p.add_argument("--duration", type=positive_float, metavar="S",
-                   help="seconds per run")
+                   help="seconds per run (pipelines too)")
     p.add_argument("--pin", type=cpu_pin, metavar="WCPUS:RCPUS",
                    help="pin writers and readers, e.g. 0:1 (ppipe-bench "
                    "--cpus-writers/--cpus-readers)")
@@ -136,8 +147,11 @@ def run_parser():
     p.add_argument("--csv", metavar="FILE", help="write results as CSV")
     p.add_argument("--svg", metavar="FILE", help="write an SVG report")
     p.add_argument("--bench", metavar="PATH", help="ppipe-bench binary")
+    p.add_argument("--stage", metavar="PATH",
+                   help="ppipe-stage binary (the pipeline matrix)")
     p.add_argument("--only", choices=sorted(ONLY_MATRIX),
-                   help="run only one matrix (threads=sweep, procs=sizes)")
+                   help="run only one matrix (threads=sweep, procs=sizes, "
+                   "pipeline: sh pipelines of exec'd programs)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress on stderr")
     p.add_argument("--version", action="version",
@@ -193,19 +207,33 @@ def is_executable(path):
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def resolve_bench(arg):
-    """Path of the ppipe-bench executable."""
+def resolve_program(arg, option, name, configured_path):
+    """Path of a harness executable: the option's, the configured one, the
+    one beside this script, or the one on PATH."""
     if arg is not None:
         if not is_executable(arg):
-            raise Fatal(f"{PROG}: --bench {arg}: not an executable file", 2)
+            raise Fatal(f"{PROG}: {option} {arg}: not an executable file", 2)
         return os.path.abspath(arg)
     here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [configured(BENCH), os.path.join(here, "ppipe-bench"),
-                  shutil.which("ppipe-bench")]
+    candidates = [configured(configured_path), os.path.join(here, name),
+                  shutil.which(name)]
     for path in candidates:
         if path and is_executable(path):
             return path
-    raise Fatal(f"{PROG}: ppipe-bench not found: use --bench PATH", 2)
+    raise Fatal(f"{PROG}: {name} not found: use {option} PATH", 2)
+
+
+def resolve_bench(arg):
+    """Path of the ppipe-bench executable."""
+    return resolve_program(arg, "--bench", "ppipe-bench", BENCH)
+
+
+def resolve_stage(arg):
+    """Path of the ppipe-stage executable, and a shell to run pipelines."""
+    if not shutil.which("sh"):
+        raise Fatal(f"{PROG}: the pipeline matrix needs sh, which is not on "
+                    "PATH", 3)
+    return resolve_program(arg, "--stage", "ppipe-stage", STAGE)
 
 
 def check_output(option, path):
@@ -218,8 +246,13 @@ def check_output(option, path):
                     "is not writable", 2)
 
 
-def build_matrix(preset, only):
-    """List of configurations (dicts) for the preset, optionally filtered."""
+def build_matrix(preset, only, memory_pressure=False):
+    """List of configurations (dicts) for the preset, optionally filtered.
+
+    Pipelines have no memory pressure setup (ppipe-bench makes it for
+    itself): under --memory-pressure they are left out, or refused when
+    they are all that was asked for.
+    """
     full = preset == "full"
 
     def cfg(matrix, mode, w, r, size):
@@ -233,13 +266,23 @@ def build_matrix(preset, only):
     sizes = (4096, 32678, 65536, 131072, 262144, 524288, 1048576) if full \
         else (4096, 32678, 65536, 1048576)
     small_modes = ("threads", "procs") if full else ("threads",)
+    pipe_sizes = (16384, 65536, 262144, 1048576) if full else (65536, 1048576)
     matrices = {
         "sweep": sweep,
         "sizes": [cfg("sizes", "procs", 1, 1, s) for s in sizes],
         "small": [cfg("small", m, 1, 1, s)
                   for m in small_modes for s in (1, 128, 4096)],
+        "pipeline": [{"matrix": "pipeline", "mode": "sh", "writers": 1,
+                      "readers": 1, "hops": h, "size": s,
+                      "pipe_size": PIPELINE_PIPE_SIZE}
+                     for h in (1, 2) for s in pipe_sizes],
     }
-    wanted = [ONLY_MATRIX[only]] if only else MATRICES
+    wanted = [ONLY_MATRIX[only]] if only else list(MATRICES)
+    if memory_pressure and "pipeline" in wanted:
+        if only:
+            raise Fatal(f"{PROG}: --only pipeline: pipelines do not run under "
+                        "--memory-pressure", 2)
+        wanted.remove("pipeline")
     return [c for m in wanted for c in matrices[m]]
 
 
@@ -256,8 +299,18 @@ def child_envs(lib, extra):
 # ---------------------------------------------------------------- running
 
 
+def hops_label(hops):
+    """'1 hop', '2 hops'."""
+    return f"{hops} hop" + ("s" if hops != 1 else "")
+
+
 def label(c):
     """Short human name of a configuration."""
+    if c["matrix"] == "pipeline":
+        text = f"{c['mode']} {hops_label(c['hops'])} size={c['size']}"
+        if c["pipe_size"] != PIPELINE_PIPE_SIZE:
+            text += f" pipe={c['pipe_size']}"
+        return text
     text = (f"{c['mode']} w={c['writers']} r={c['readers']} "
             f"size={c['size']}")
     if c["pipe_size"] != PIPE_SIZE:
@@ -293,21 +346,69 @@ def bench_command(bench, c, duration, opts, lib):
     return cmd + ["--json"]
 
 
-def run_bench(cmd, env, timeout):
-    """Run ppipe-bench; return (exit status, parsed JSON or None, stderr)."""
+def pipeline_command(stage, c, amount, opts, lib):
+    """argv of sh -c running one pipeline: produce [| relay] | consume.
+
+    amount is the producer's ["-d", SECONDS] or ["-b", BYTES]; lib is None
+    for baseline, else every stage checks that it really runs with it.
+    Pinned, the producer takes the writers' cpus, relays and the consumer
+    the readers'.
+    """
+    wcpus = rcpus = None
+    if opts.get("pin"):
+        wcpus, rcpus = opts["pin"].split(":")
+    expect = ["--expect-preload", lib] if lib is not None else []
+
+    def one(mode, extra, cpus):
+        argv = [stage, mode, "-s", str(c["size"])] + extra + expect
+        if cpus:
+            argv += ["--cpus", cpus]
+        return " ".join(shlex.quote(a) for a in argv)
+
+    stages = [one("produce", list(amount), wcpus)]
+    stages += [one("relay", [], rcpus)] * (c["hops"] - 1)
+    stages.append(one("consume", [], rcpus))
+    return ["sh", "-c", " | ".join(stages)]
+
+
+def end_group(proc, sig):
+    """Send sig to the process group of proc (which leads it)."""
     try:
-        proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None, None, f"no result after {timeout:.0f} s"
+        os.killpg(proc.pid, sig)
+    except OSError:
+        pass
+
+
+def run_bench(cmd, env, timeout):
+    """Run ppipe-bench or a pipeline; return (exit status, parsed JSON or
+    None, stderr). The command leads a process group of its own, so that a
+    time out ends all its processes (every stage of a pipeline), not only
+    the first; an interrupt is passed on to the group as the terminal would."""
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
     except OSError as exc:
         return None, None, str(exc)
     try:
-        data = json.loads(proc.stdout)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_group(proc, signal.SIGKILL)
+        proc.communicate()
+        return None, None, f"no result after {timeout:.0f} s"
+    except BaseException:
+        end_group(proc, signal.SIGINT)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            end_group(proc, signal.SIGKILL)
+            proc.wait()
+        raise
+    try:
+        data = json.loads(out)
     except ValueError:
         data = None
-    return proc.returncode, data, proc.stderr
+    return proc.returncode, data, err
 
 
 def probe(bench, lib, envs):
@@ -323,29 +424,44 @@ def probe(bench, lib, envs):
                     f"for {bench}: {why}", 2)
 
 
+def probe_stage(stage, lib, envs):
+    """Check that a small pipeline of ppipe-stage runs, with the library
+    loaded in every stage."""
+    c = {"size": 65536, "hops": 2}
+    cmd = pipeline_command(stage, c, ["-b", "1M"], {}, lib)
+    status, data, err = run_bench(cmd, envs["shim"], 60)
+    if status != 0 or not isinstance(data, dict):
+        why = stderr_line(err) or (f"exit status {status}" if status
+                                   else "no JSON on stdout")
+        raise Fatal(f"{PROG}: a pipeline of {stage} with {lib} preloaded "
+                    f"does not run: {why}", 2)
+
+
 def rep_record(c, side, status, data, err, verify):
     """Validate one bench result; return the per-rep record."""
     where = f"{label(c)} ({side})"
-    if status == 1 and verify:
+    pipeline = c["matrix"] == "pipeline"
+    what = "the pipeline" if pipeline else "ppipe-bench"
+    # The consumer of a pipeline always checks the stream.
+    if status == 1 and (verify or (pipeline and "verification failed" in err)):
         raise Fatal(f"{PROG}: verification failed: {where}: "
                     f"{stderr_line(err) or 'exit status 1'}", 1)
     if status != 0:
         why = stderr_line(err) or f"exit status {status}"
-        raise Fatal(f"{PROG}: ppipe-bench failed for {where}: {why}", 1)
+        raise Fatal(f"{PROG}: {what} failed for {where}: {why}", 1)
     if not isinstance(data, dict):
-        raise Fatal(f"{PROG}: ppipe-bench printed no JSON object for "
-                    f"{where}", 1)
+        raise Fatal(f"{PROG}: {what} printed no JSON object for {where}", 1)
     if verify and data.get("verified") is False:
         raise Fatal(f"{PROG}: verification failed: {where}", 1)
     rec = {}
     for key in METRICS:
         value = data.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise Fatal(f"{PROG}: ppipe-bench output for {where} has no "
+            raise Fatal(f"{PROG}: {what} output for {where} has no "
                         f"numeric {key!r}", 1)
         rec[key] = value
     if rec["mbps"] <= 0:
-        raise Fatal(f"{PROG}: ppipe-bench moved no data for {where}", 1)
+        raise Fatal(f"{PROG}: {what} moved no data for {where}", 1)
     rec["pressure"] = data.get("pressure")
     return rec
 
@@ -409,30 +525,49 @@ def ratio(a, b):
     return b / a if a and b is not None else None
 
 
-def run_matrix(configs, bench, lib, envs, settings, quiet):
-    """Run every configuration and repetition; return the result list."""
-    reps, duration = settings["reps"], settings["duration_s"]
+def run_matrix(configs, programs, lib, envs, settings, quiet):
+    """Run every configuration and repetition; return the result list.
+
+    programs holds the paths of "bench" and (for pipelines) "stage".
+    """
+    reps = settings["reps"]
     opts = {"verify": settings["verify"],
             "memory_pressure": settings["memory_pressure"],
             "pin": settings["pin"]}
-    timeout = duration + 120
-    progress = Progress(len(configs) * reps * 2, duration, quiet)
+    progress = Progress(len(configs) * reps * 2, settings["duration_s"],
+                        quiet)
     results = []
     try:
         for i, c in enumerate(configs, 1):
             c = dict(c, memory_pressure=settings["memory_pressure"])
+            pipeline = c["matrix"] == "pipeline"
+            duration = settings["pipeline_duration_s" if pipeline
+                                else "duration_s"]
             runs = {side: [] for side in SIDES}
+            pipe_sizes = []
             for rep in range(1, reps + 1):
                 for side in SIDES:
                     progress.show(f"[{i}/{len(configs)}] {label(c)} "
                                   f"rep {rep}/{reps} {side}")
                     side_lib = lib if side == "shim" else None
-                    cmd = bench_command(bench, c, duration, opts, side_lib)
-                    status, data, err = run_bench(cmd, envs[side], timeout)
+                    if pipeline:
+                        cmd = pipeline_command(programs["stage"], c,
+                                               ["-d", f"{duration:g}"], opts,
+                                               side_lib)
+                    else:
+                        cmd = bench_command(programs["bench"], c, duration,
+                                            opts, side_lib)
+                    status, data, err = run_bench(cmd, envs[side],
+                                                  duration + 120)
                     runs[side].append(rep_record(c, side, status, data, err,
                                                  opts["verify"]))
+                    if pipeline and isinstance(data.get("pipe_size"), int):
+                        pipe_sizes.append(data["pipe_size"])
                     progress.step()
             result = dict(c)
+            if pipe_sizes:
+                # The size the consumer read from (the kernel's default).
+                result["pipe_size"] = statistics.mode(pipe_sizes)
             for side in SIDES:
                 result[side] = summarize(runs[side])
             base, shim = result["baseline"], result["shim"]
@@ -615,6 +750,33 @@ def size_table(key, rows, view, what):
     return lines + table_lines(header, body, indent=2)
 
 
+PIPELINE_SHAPES = {1: "produce | consume",
+                   2: "produce | relay | consume"}
+
+
+def pipeline_table(key, rows, view):
+    """One row per (hops, write size) for the sh pipelines of one pipe size."""
+    mode, pipe, mp = key
+    shapes = "; ".join(f"{hops_label(h)}: {PIPELINE_SHAPES.get(h, '...')}"
+                       for h in sorted({row[0]["hops"] for row in rows}))
+    lines = [f"== {mode} pipelines of exec'd programs, {human_bytes(pipe)} "
+             f"pipes, {pressure_label(mp)} ({view.note}) ==",
+             f"   {shapes}", ""]
+    rows = sorted(rows, key=lambda row: (row[0]["hops"], row[0]["size"]))
+    columns = [pair_cells([(row[1][m], row[2][m]) for row in rows])
+               for _, _, m in view.metrics]
+    header = ["hops", "size"] + [f"{short} {view.arrow} (delta)"
+                                 for _, short, _ in view.metrics] \
+        + [view.ratio_head]
+    body = []
+    for i, row in enumerate(rows):
+        rat = ratio(row[1]["mbps"], row[2]["mbps"])
+        body.append([str(row[0]["hops"]), str(row[0]["size"])]
+                    + [col[i] for col in columns]
+                    + [f"{rat:.3f}" if rat is not None else "n/a"])
+    return lines + table_lines(header, body, indent=2)
+
+
 def report_tables(rows, view):
     """All tables for (result, a, b) rows, grouped by matrix."""
     lines = []
@@ -624,6 +786,10 @@ def report_tables(rows, view):
                                       "memory_pressure"))
             for key, grows in groups.items():
                 lines += grid_tables(key, grows, view) + [""]
+        elif matrix[0] == "pipeline":
+            groups = group_by(mrows, ("mode", "pipe_size", "memory_pressure"))
+            for key, grows in groups.items():
+                lines += pipeline_table(key, grows, view) + [""]
         else:
             what = ("small writes, goal: no regression"
                     if matrix[0] == "small" else "write-size sweep")
@@ -692,7 +858,8 @@ def memcpy_line(results, memcpy_mbps):
     if not memcpy_mbps:
         return []
     for r in results:
-        if r["size"] == 1048576 and r["writers"] == 1 and r["readers"] == 1:
+        if r["size"] == 1048576 and r["writers"] == 1 and r["readers"] == 1 \
+                and r["matrix"] != "pipeline":
             b, s = r["baseline"]["mbps"], r["shim"]["mbps"]
             return [f"1 MiB writes, {r['mode']} 1x1: plain {b:.0f} MB/s "
                     f"({100 * b / memcpy_mbps:.0f}% of one thread's memcpy, "
@@ -738,6 +905,7 @@ def write_csv(path, results):
         out.writerow(CSV_FIELDS)
         for r in results:
             flat = dict(r)
+            flat.setdefault("hops", None)
             for side in SIDES:
                 for key in ("mbps", "lat_avg_ns", "lat_p99_ns",
                             "spread_mbps"):
@@ -931,12 +1099,12 @@ def svg_size_chart(svg, y, key, rows):
     return y0 + ph + 66
 
 
-def svg_small_table(svg, y, rows):
-    """Small-write results as a table with coloured ratio cells."""
-    svg.text(20, y + 18, "Small writes (goal: no regression)", size=15,
-             weight="bold")
-    cols = [(30, "mode"), (150, "writers x readers"), (310, "size (B)"),
-            (430, "plain MB/s"), (570, f"{shim_name()} MB/s"), (730, "ratio")]
+def svg_result_table(svg, y, title, heads, rows, values, cls):
+    """Results as a table: three columns of values(result), both sides'
+    MB/s, and the ratio in a coloured cell; returns the next free y."""
+    svg.text(20, y + 18, title, size=15, weight="bold")
+    cols = list(zip((30, 150, 310), heads)) + [
+        (430, "plain MB/s"), (570, f"{shim_name()} MB/s"), (730, "ratio")]
     head = y + 46
     for x, name in cols:
         svg.text(x, head, name, size=12, weight="bold")
@@ -944,16 +1112,37 @@ def svg_small_table(svg, y, rows):
     for k, r in enumerate(rows):
         ry = head + 12 + 24 * k
         fill, ink = ratio_colour(r["ratio_mbps"])
-        svg.raw('<g class="small-row">')
+        svg.raw(f'<g class="{cls}">')
         svg.rect(720, ry, 110, 22, fill, title=label(r))
-        values = (r["mode"], f"{r['writers']}x{r['readers']}", r["size"],
-                  fmt_num(r["baseline"]["mbps"]), fmt_num(r["shim"]["mbps"]))
-        for (x, _), value in zip(cols, values):
+        cells = tuple(values(r)) + (fmt_num(r["baseline"]["mbps"]),
+                                    fmt_num(r["shim"]["mbps"]))
+        for (x, _), value in zip(cols, cells):
             svg.text(x, ry + 16, value, size=12)
         svg.text(730, ry + 16, f"{fmt_num(r['ratio_mbps'])}x", size=12,
                  weight="bold", fill=ink)
         svg.raw("</g>")
     return head + 12 + 24 * len(rows) + 30
+
+
+def svg_small_table(svg, y, rows):
+    """Small-write results as a table with coloured ratio cells."""
+    return svg_result_table(
+        svg, y, "Small writes (goal: no regression)",
+        ("mode", "writers x readers", "size (B)"), rows,
+        lambda r: (r["mode"], f"{r['writers']}x{r['readers']}", r["size"]),
+        "small-row")
+
+
+def svg_pipeline_table(svg, y, rows):
+    """sh pipeline results as a table with coloured ratio cells."""
+    pipes = ", ".join(sorted({human_bytes(r["pipe_size"]) for r in rows}))
+    rows = sorted(rows, key=lambda r: (r["hops"], r["size"]))
+    return svg_result_table(
+        svg, y, f"sh pipelines of exec'd programs ({pipes} pipes)",
+        ("stages", "", "write size (B)"), rows,
+        lambda r: (PIPELINE_SHAPES.get(r["hops"], hops_label(r["hops"])), "",
+                   r["size"]),
+        "pipeline-row")
 
 
 def svg_report(doc):
@@ -970,9 +1159,13 @@ def svg_report(doc):
     env = " ".join(f"{k}={v}" for k, v in lib["env"].items())
     body.text(20, 72, f"library {lib['path']}" + (f" ({env})" if env else ""),
               size=12)
+    runs = f"{st['duration_s']:g} s runs"
+    if any(r["matrix"] == "pipeline" for r in results) \
+            and st["pipeline_duration_s"] != st["duration_s"]:
+        runs += f" ({st['pipeline_duration_s']:g} s for pipelines)"
     body.text(20, 90, f"{st['matrix']} matrix, median of {st['reps']} x "
-              f"{st['duration_s']:g} s runs per side, "
-              f"{pressure_label(st['memory_pressure'])}", size=12)
+              f"{runs} per side, {pressure_label(st['memory_pressure'])}",
+              size=12)
     y = 110
     by_matrix = {m: [r for r in results if r["matrix"] == m]
                  for m in MATRICES}
@@ -991,6 +1184,8 @@ def svg_report(doc):
         y = svg_size_chart(body, y, key, rows)
     if by_matrix["small"]:
         y = svg_small_table(body, y, by_matrix["small"])
+    if by_matrix["pipeline"]:
+        y = svg_pipeline_table(body, y, by_matrix["pipeline"])
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" '
             f'height="{y:.0f}" viewBox="0 0 {SVG_WIDTH} {y:.0f}" '
@@ -1017,20 +1212,30 @@ def cmd_run(argv):
     settings = {"matrix": args.preset,
                 "reps": args.reps or preset["reps"],
                 "duration_s": args.duration or preset["duration"],
+                "pipeline_duration_s": (args.duration
+                                        or preset["pipeline_duration"]),
                 "memory_pressure": args.memory_pressure,
                 "verify": args.verify,
                 "pin": args.pin}
+    configs = build_matrix(args.preset, args.only, args.memory_pressure)
+    if args.memory_pressure and not args.only and not args.quiet:
+        sys.stderr.write(f"{PROG}: the pipeline matrix is left out: it does "
+                         "not run under --memory-pressure\n")
     lib = resolve_lib(args.lib)
     set_shim_name(lib)
-    bench = resolve_bench(args.bench)
+    programs = {"bench": resolve_bench(args.bench)}
+    pipelines = any(c["matrix"] == "pipeline" for c in configs)
+    if pipelines:
+        programs["stage"] = resolve_stage(args.stage)
     for option in ("json", "csv", "svg"):
         check_output(f"--{option}", getattr(args, option))
     envs = child_envs(lib, extra_env)
-    probe(bench, lib, envs)
-    configs = build_matrix(args.preset, args.only)
-    results = run_matrix(configs, bench, lib, envs, settings, args.quiet)
+    probe(programs["bench"], lib, envs)
+    if pipelines:
+        probe_stage(programs["stage"], lib, envs)
+    results = run_matrix(configs, programs, lib, envs, settings, args.quiet)
     host = host_info()
-    host["memcpy_mbps_1m"] = memcpy_reference(bench, envs)
+    host["memcpy_mbps_1m"] = memcpy_reference(programs["bench"], envs)
     doc = {"tool": PROG, "version": version(),
            "created": datetime.datetime.now(datetime.timezone.utc)
            .strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -1080,8 +1285,8 @@ def load_result(path):
 
 def result_key(r):
     """What makes two results comparable."""
-    return (r["mode"], r["writers"], r["readers"], r["size"], r["pipe_size"],
-            r["memory_pressure"])
+    return (r["mode"], r["writers"], r["readers"], r.get("hops"), r["size"],
+            r["pipe_size"], r["memory_pressure"])
 
 
 def side_values(r, side):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Test ppipe-compare against fake-bench.py.
+"""Test ppipe-compare against fake-bench.py and fake-stage.py.
 
-Usage: test-compare.py RUNNER FAKEBENCH
+Usage: test-compare.py RUNNER FAKEBENCH FAKESTAGE
 Exit 0 on success, 1 on failure, 77 to skip.
 """
 
@@ -26,10 +26,12 @@ HOST_KEYS = {"kernel", "cpu", "cores", "page_size", "thp", "pipe_max_size",
 RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
                "memory_pressure", "baseline", "shim", "ratio_mbps",
                "ratio_lat_avg", "ratio_lat_p99"}
+PIPELINE_KEYS = RESULT_KEYS | {"hops"}
 CSV_FIELDS = ["matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline_mbps", "shim_mbps", "ratio_mbps",
               "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
-              "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps"]
+              "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps",
+              "hops"]
 SHIM_FACTOR = 1.21
 CELL = re.compile(r"\d+(?:\.\d+)? +-> +\d+(?:\.\d+)? +\([+-]\d+%\)")
 
@@ -52,17 +54,24 @@ def close(a, b, rel=1e-9):
 class Runner:
     """Runs ppipe-compare in a scratch directory."""
 
-    def __init__(self, runner, fake, tmp):
+    def __init__(self, runner, fake, fake_stage, tmp):
         self.runner = runner
         self.tmp = tmp
         self.lib = os.path.join(tmp, "libdummy.so")
         open(self.lib, "w", encoding="ascii").close()
-        self.bench = os.path.join(tmp, "ppipe-bench")
-        with open(self.bench, "w", encoding="ascii") as f:
-            f.write("#!/bin/sh\nexec %s %s \"$@\"\n"
-                    % (shlex.quote(sys.executable), shlex.quote(fake)))
-        os.chmod(self.bench, 0o755)
+        self.bench = self.wrapper("ppipe-bench", fake)
+        # A name that needs quoting in sh -c.
+        self.stage = self.wrapper("ppipe stage's", fake_stage)
         self.counter = 0
+
+    def wrapper(self, name, script):
+        """An executable in the scratch directory that runs script."""
+        path = os.path.join(self.tmp, name)
+        with open(path, "w", encoding="ascii") as f:
+            f.write("#!/bin/sh\nexec %s %s \"$@\"\n"
+                    % (shlex.quote(sys.executable), shlex.quote(script)))
+        os.chmod(path, 0o755)
+        return path
 
     def path(self, name):
         """A file in the scratch directory."""
@@ -114,20 +123,32 @@ def check_json(doc, lib):
                              "env": {"PPIPE_FOO": "1", "PPIPE_BAR": "a b"}},
           f"JSON: library {doc['library']}")
     check(doc["settings"] == {"matrix": "quick", "reps": 2, "duration_s": 1.0,
+                              "pipeline_duration_s": 1.0,
                               "memory_pressure": False, "verify": False, "pin": None},
           f"JSON: settings {doc['settings']}")
     results = doc["results"]
     counts = {m: sum(r["matrix"] == m for r in results)
-              for m in ("sweep", "sizes", "small")}
-    check(counts == {"sweep": 9, "sizes": 4, "small": 3},
+              for m in ("sweep", "sizes", "small", "pipeline")}
+    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 4},
           f"JSON: matrix sizes {counts}")
     check(sorted(r["size"] for r in results if r["matrix"] == "sizes")
           == [4096, 32678, 65536, 1048576], "JSON: sizes matrix")
+    check(sorted((r["hops"], r["size"]) for r in results if r["matrix"] == "pipeline")
+          == [(1, 65536), (1, 1048576), (2, 65536), (2, 1048576)],
+          "JSON: pipeline matrix")
     for r in results:
+        pipeline = r["matrix"] == "pipeline"
         where = (f"JSON {r['matrix']} {r['mode']} "
-                 f"{r['writers']}x{r['readers']} {r['size']}")
-        check(set(r) == RESULT_KEYS, f"{where}: keys {sorted(r)}")
-        check(r["pipe_size"] == 1048576, f"{where}: pipe_size")
+                 f"{r['writers']}x{r['readers']} {r['size']} {r.get('hops')}")
+        check(set(r) == (PIPELINE_KEYS if pipeline else RESULT_KEYS),
+              f"{where}: keys {sorted(r)}")
+        check(r["pipe_size"] == (65536 if pipeline else 1048576),
+              f"{where}: pipe_size")
+        if pipeline:
+            check(r["mode"] == "sh", f"{where}: mode")
+            check(all(rep["lat_max_ns"] == 1000000000 for name in ("baseline", "shim")
+                      for rep in r[name]["reps"]),
+                  f"{where}: the pipeline did not run for the pipeline duration")
         for name in ("baseline", "shim"):
             check_side(r[name], 2, f"{where} {name}")
         base, shim = r["baseline"], r["shim"]
@@ -153,6 +174,7 @@ def check_csv(path, results):
         rec = dict(zip(CSV_FIELDS, row))
         check(rec["matrix"] == r["matrix"] and int(rec["size"]) == r["size"]
               and int(rec["writers"]) == r["writers"], "CSV: row order")
+        check(rec["hops"] == str(r.get("hops", "")), f"CSV: hops {rec['hops']!r}")
         check(rec["memory_pressure"] == "false", "CSV: memory_pressure")
         check(close(float(rec["ratio_mbps"]), r["ratio_mbps"]),
               "CSV: ratio_mbps")
@@ -175,15 +197,18 @@ def check_svg(path):
     for line in lines:
         check(len(line.get("points").split()) == 4, "SVG: 4 points per line")
     check(len(classed("g", "small-row")) == 3, "SVG: 3 small-write rows")
+    check(len(classed("g", "pipeline-row")) == 4, "SVG: 4 pipeline rows")
     texts = " ".join("".join(t.itertext()) for t in root.iter(SVG_NS + "text"))
-    for word in ("4K", "32K", "64K", "1M", "MB/s", "writers", "readers"):
+    for word in ("4K", "32K", "64K", "1M", "MB/s", "writers", "readers",
+                 "produce | relay | consume", "median of 2 x 1 s runs per side"):
         check(word in texts, f"SVG: no {word!r} label")
 
 
 def check_main_run(t):
     """The --quick --reps 2 run and everything it wrote."""
     out = {k: t.path(f"run.{k}") for k in ("json", "csv", "svg")}
-    p = t.run(["--quick", "--reps", "2", "--bench", t.bench, "--lib", t.lib,
+    p = t.run(["--quick", "--reps", "2", "--bench", t.bench, "--stage", t.stage,
+               "--lib", t.lib,
                "--env", "PPIPE_FOO=1 PPIPE_BAR='a b'", "--json", out["json"],
                "--csv", out["csv"], "--svg", out["svg"]])
     check(p.returncode == 0, f"main run failed ({p.returncode}): "
@@ -194,13 +219,19 @@ def check_main_run(t):
     check_csv(out["csv"], doc["results"])
     check_svg(out["svg"])
     cells = [ln for ln in p.stdout.splitlines() if CELL.search(ln)]
-    check(len(cells) >= 3 * 3 + 4 + 3, "stdout: too few 'a -> b (+n%)' lines")
+    check(len(cells) >= 3 * 3 + 4 + 3 + 4, "stdout: too few 'a -> b (+n%)' lines")
     for text in ("== threads: 65536 B writes, 1 MiB pipe, no memory pressure "
                  "(median of 2) ==", "Throughput in MB/s (plain -> libdummy, "
-                 "delta):", "readers=10", "Summary", "Max spread"):
+                 "delta):", "readers=10", "Summary", "Max spread",
+                 "== sh pipelines of exec'd programs, 64 KiB pipes, no memory "
+                 "pressure (median of 2) ==",
+                 "1 hop: produce | consume; 2 hops: produce | relay | consume",
+                 "pipeline geomean"):
         check(text in p.stdout, f"stdout: no {text!r}")
-    check("[1/16] threads w=1 r=1 size=65536 rep 1/2 baseline" in p.stderr,
+    check("[1/20] threads w=1 r=1 size=65536 rep 1/2 baseline" in p.stderr,
           "stderr: no progress line")
+    check("[20/20] sh 2 hops size=1048576 rep 2/2 shim" in p.stderr,
+          "stderr: no pipeline progress line")
     return out["json"], doc
 
 
@@ -219,6 +250,11 @@ def check_compare(t, a_path, doc):
           "compare: no '(+50%)' rows")
     check("Only in A (1):" in p.stdout and f"size={dropped['size']}"
           in p.stdout.split("Only in A")[1], "compare: unmatched not listed")
+    check("== sh pipelines of exec'd programs" in p.stdout,
+          "compare: no pipeline table")
+    pipe_rows = [ln for ln in p.stdout.split("== sh pipelines")[1].splitlines()
+                 if "(+50%)" in ln]
+    check(len(pipe_rows) == 3, f"compare: 1 and 2 hops matched apart: {pipe_rows}")
     for side in ("baseline", "ratio"):
         p = t.run(["compare", a_path, b_path, "--side", side])
         check(p.returncode == 0 and CELL.search(p.stdout),
@@ -248,7 +284,12 @@ def check_errors(t, a_path):
                         (["--pin", "0:x"], ["--pin", "0:x"]),
                         (["--pin", "01"], ["--pin"]),
                         (["--lib", t.path("nonexistent.so")],
-                         ["--lib", "nonexistent.so", "no such file"])):
+                         ["--lib", "nonexistent.so", "no such file"]),
+                        (["--only", "pipeline", "--lib", t.lib, "--bench", t.bench,
+                          "--stage", t.path("nope")],
+                         ["--stage", "nope", "not an executable"]),
+                        (["--only", "pipeline", "--memory-pressure"],
+                         ["pipeline", "--memory-pressure"])):
         lines = check_error(t, args, 2, words)
         check(len(lines) == 1, f"{args}: more than one line: {lines}")
     bad = t.path("not-a-result.json")
@@ -270,6 +311,57 @@ def check_errors(t, a_path):
                 ["verification failed", "threads w=1 r=1 size=1", "baseline"],
                 env={"FAKE_BENCH_VERIFY_FAIL": "1"})
     check(not os.path.exists(json_out), "output written after a failure")
+
+
+def check_pipeline(t):
+    """--only pipeline: the relay is really there, the library reaches every
+    stage, failures name the configuration; --memory-pressure leaves
+    pipelines out."""
+    out = t.path("pipeline.json")
+    args = ["--only", "pipeline", "--reps", "1", "--duration", "0.25", "--bench", t.bench,
+            "--stage", t.stage, "--lib", t.lib, "--pin", "0:1", "-q", "--json", out]
+    p = t.run(args, env={"FAKE_STAGE_PIPE_SIZE": "4096"})
+    check(p.returncode == 0, f"pipeline run failed: {p.stderr.strip()[-400:]}")
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    results = {(r["hops"], r["size"]): r for r in doc["results"]}
+    check(len(results) == 4 and all(r["matrix"] == "pipeline" for r in doc["results"]),
+          f"--only pipeline: {sorted(results)}")
+    for size in (65536, 1048576):
+        one, two = results[(1, size)], results[(2, size)]
+        check(one["baseline"]["mbps"] - two["baseline"]["mbps"] > 70,
+              f"2 hops ran without a relay ({size})")
+        check(one["pipe_size"] == 4096, "the pipe size the consumer saw is recorded")
+        check(one["baseline"]["reps"][0]["lat_max_ns"] == 250000000,
+              "--duration is the pipelines' duration too")
+    check("pipe=4096" in p.stdout or "4 KiB pipes" in p.stdout,
+          "the table names the pipe size the consumer saw")
+    svg = t.path("full.svg")
+    p = t.run(["--full", "--only", "pipeline", "--reps", "1", "--bench", t.bench, "--stage",
+               t.stage, "--lib", t.lib, "-q", "--json", out, "--svg", svg])
+    check(p.returncode == 0, f"--full pipeline run failed: {p.stderr.strip()[-400:]}")
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    check(sorted({(r["hops"], r["size"]) for r in doc["results"]})
+          == [(h, s) for h in (1, 2) for s in (16384, 65536, 262144, 1048576)],
+          "--full pipeline matrix")
+    check(doc["settings"]["duration_s"] == 5.0 and doc["settings"]["pipeline_duration_s"] == 2.0
+          and all(r["shim"]["reps"][0]["lat_max_ns"] == 2000000000 for r in doc["results"]),
+          f"--full runs pipelines for 2 s: {doc['settings']}")
+    with open(svg, encoding="utf-8") as f:
+        check("(2 s for pipelines)" in f.read(), "SVG: the pipelines' own duration")
+    check_error(t, args, 1, ["verification failed", "sh 1 hop size=65536", "baseline"],
+                env={"FAKE_STAGE_CORRUPT": "1"})
+    check_error(t, args, 1, ["sh 1 hop size=65536 (shim)", "injected failure"],
+                env={"FAKE_BENCH_FAIL": "4"})
+    p = t.run(["--quick", "--reps", "1", "--bench", t.bench, "--stage", t.stage,
+               "--lib", t.lib, "--memory-pressure", "--json", out])
+    check(p.returncode == 0, f"quick pressure run failed: {p.stderr.strip()[-400:]}")
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    check(doc["results"] and not any(r["matrix"] == "pipeline" for r in doc["results"]),
+          "--memory-pressure ran pipelines")
+    check("pipeline matrix is left out" in p.stderr, "no note on pipelines left out")
 
 
 def check_pressure_and_config(t):
@@ -307,19 +399,20 @@ def check_pressure_and_config(t):
 
 def main(argv):
     """Run all checks."""
-    if len(argv) != 3:
-        sys.stderr.write("usage: test-compare.py RUNNER FAKEBENCH\n")
+    if len(argv) != 4:
+        sys.stderr.write("usage: test-compare.py RUNNER FAKEBENCH FAKESTAGE\n")
         return 1
     if not sys.platform.startswith("linux") or not os.path.exists("/bin/sh"):
         print("SKIP: needs Linux and /bin/sh")
         return 77
-    runner, fake = (os.path.abspath(a) for a in argv[1:])
+    runner, fake, fake_stage = (os.path.abspath(a) for a in argv[1:])
     with tempfile.TemporaryDirectory(prefix="ppipe-compare-test.") as tmp:
-        t = Runner(runner, fake, tmp)
+        t = Runner(runner, fake, fake_stage, tmp)
         try:
             a_path, doc = check_main_run(t)
             check_compare(t, a_path, doc)
             check_errors(t, a_path)
+            check_pipeline(t)
             check_pressure_and_config(t)
         except Failure as exc:
             print(f"FAIL: {exc}")

@@ -2,7 +2,7 @@
 """ppipe-compare end to end: the real benchmark, plain pipes vs the pass-through library.
 
 Tiny durations, one repetition: it checks structure and sane values, never timings.
-usage: test-compare-smoke.py PPIPE_COMPARE PPIPE_BENCH PASSTHRU_LIB
+usage: test-compare-smoke.py PPIPE_COMPARE PPIPE_BENCH PPIPE_STAGE PASSTHRU_LIB
 """
 import csv
 import json
@@ -12,7 +12,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-RUNNER, BENCH, LIB = sys.argv[1:4]
+RUNNER, BENCH, STAGE, LIB = sys.argv[1:5]
 failures = []
 
 
@@ -24,7 +24,7 @@ def check(cond, what):
 with tempfile.TemporaryDirectory() as d:
     out = {k: os.path.join(d, "run." + k) for k in ("json", "csv", "svg")}
     cmd = [sys.executable, RUNNER, "--quick", "--reps", "1", "--duration", "0.05",
-           "--bench", BENCH, "--lib", LIB, "--env", "PPIPE_SMOKE=1", "--pin", "0:0",
+           "--bench", BENCH, "--stage", STAGE, "--lib", LIB, "--env", "PPIPE_SMOKE=1", "--pin", "0:0",
            "--json", out["json"], "--csv", out["csv"], "--svg", out["svg"]]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if p.returncode != 0:
@@ -45,7 +45,7 @@ with tempfile.TemporaryDirectory() as d:
     check(len(results) >= 10, f"quick matrix has its configurations ({len(results)})")
     seen = set()
     for r in results:
-        key = (r.get("mode"), r.get("writers"), r.get("readers"), r.get("size"))
+        key = (r.get("mode"), r.get("writers"), r.get("readers"), r.get("size"), r.get("hops"))
         seen.add(key)
         for side in ("baseline", "shim"):
             s = r.get(side, {})
@@ -55,13 +55,22 @@ with tempfile.TemporaryDirectory() as d:
             check(len(s.get("reps", [])) == 1, f"{key} {side} has one rep")
         b, s = r["baseline"]["mbps"], r["shim"]["mbps"]
         check(abs(r.get("ratio_mbps", 0) - s / b) < 1e-6 * max(1, s / b), f"{key} ratio")
-        check(r.get("pipe_size") == 1048576 and r.get("memory_pressure") is False,
-              f"{key} pipe_size and pressure")
+        if r.get("matrix") == "pipeline":
+            # The kernel's default pipe, as the consumer measured it.
+            check(r.get("pipe_size", 0) >= 4096 and r.get("memory_pressure") is False,
+                  f"{key} pipe_size and pressure")
+        else:
+            check(r.get("pipe_size") == 1048576 and r.get("memory_pressure") is False,
+                  f"{key} pipe_size and pressure")
     for w in (1, 2, 5):
         for rd in (1, 5, 10):
-            check(("threads", w, rd, 65536) in seen, f"sweep cell {w}x{rd}")
-    check(("procs", 1, 1, 32678) in seen, "procs 32678")
-    check(("threads", 1, 1, 1) in seen, "small writes")
+            check(("threads", w, rd, 65536, None) in seen, f"sweep cell {w}x{rd}")
+    check(("procs", 1, 1, 32678, None) in seen, "procs 32678")
+    check(("threads", 1, 1, 1, None) in seen, "small writes")
+    for hops in (1, 2):
+        for size in (65536, 1048576):
+            check(("sh", 1, 1, size, hops) in seen, f"pipeline {hops} hops, {size} B")
+    check("sh pipelines of exec'd programs" in p.stdout, "the pipeline table")
 
     with open(out["csv"]) as f:
         rows = list(csv.DictReader(f))
