@@ -12,10 +12,12 @@
 #include "real.h"
 #include "ring.h"
 #include "stats.h"
+#include "sys.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -27,6 +29,13 @@ bool pp_active(void)
 	return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 }
 
+/* Thread id of the thread writing a report (it owns report_ctx), 0 if none. */
+static int report_owner;
+/* The process's last report (exit or _exit) has been written or is being written. */
+static int final_done;
+/* This process's pid, for telling a vfork child (it shares our memory) from us. */
+static long own_pid;
+
 static void after_fork_child(void)
 {
 	pp_pipes_after_fork_child();
@@ -34,6 +43,10 @@ static void after_fork_child(void)
 	pp_engine_after_fork_child();
 	pp_thp_after_fork_child();
 	pp_psi_after_fork_child();
+	/* A thread that was reporting is not in the child; the child reports its own. */
+	report_owner = 0;
+	final_done = 0;
+	__atomic_store_n(&own_pid, PP_SYSCALL(SYS_getpid), __ATOMIC_RELAXED);
 }
 
 #define MAX_REPORT_FDS 256
@@ -94,35 +107,88 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 }
 
 static struct report_ctx report_ctx; /* large; never on the stack */
-static int report_lock;
 
-void pp_stats_report_now(void)
+/* A thread that waits for the lock sleeps this long between looks... */
+#define REPORT_WAIT_NS 1000000L
+/* ...this many times at most, when it must not wait without bound (_exit). */
+#define REPORT_WAIT_TRIES 100
+
+/*
+ * Takes the report lock. Fails when this thread holds it already (a signal
+ * handler interrupted its report: waiting would never end) and, with
+ * @bounded, when another thread keeps it for more than about 100 ms.
+ * Only raw system calls: this may run in a signal handler.
+ */
+static bool report_lock(bool bounded)
+{
+	int self = (int)pp_sys_gettid();
+
+	for (int tries = 0;; tries++) {
+		int owner = 0;
+		struct timespec ts = { 0, REPORT_WAIT_NS };
+
+		if (__atomic_compare_exchange_n(&report_owner, &owner, self, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return true;
+		if (owner == self || (bounded && tries == REPORT_WAIT_TRIES))
+			return false;
+		PP_SYSCALL(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+	}
+}
+
+static void report_unlock(void)
+{
+	__atomic_store_n(&report_owner, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * The process's last report, once: at exit, or in _exit()/_Exit() when
+ * exit() did not run (or ran and already wrote it).
+ */
+static void report_final(bool bounded)
 {
 	struct pp_stats_report rep;
 
-	if (!pp_cfg.stats[0] || !strcmp(pp_cfg.stats, "0"))
+	if (!pp_cfg.stats[0] || !strcmp(pp_cfg.stats, "0") || !report_lock(bounded))
 		return;
-	while (__atomic_exchange_n(&report_lock, 1, __ATOMIC_ACQUIRE))
-		;
-	build_report(&report_ctx, &rep);
-	pp_stats_emit(pp_cfg.stats, &rep);
-	__atomic_store_n(&report_lock, 0, __ATOMIC_RELEASE);
+	if (!__atomic_exchange_n(&final_done, 1, __ATOMIC_RELAXED)) {
+		build_report(&report_ctx, &rep);
+		pp_stats_emit(pp_cfg.stats, &rep);
+	}
+	report_unlock();
+}
+
+void pp_stats_report_now(void)
+{
+	report_final(false);
 }
 
 void pp_stats_report_fd(int fd)
 {
 	struct pp_stats_report rep;
 
-	while (__atomic_exchange_n(&report_lock, 1, __ATOMIC_ACQUIRE))
-		;
+	if (!report_lock(false))
+		return;
 	build_report(&report_ctx, &rep);
 	pp_stats_emit_fd(fd, &rep);
-	__atomic_store_n(&report_lock, 0, __ATOMIC_RELEASE);
+	report_unlock();
 }
 
 static void at_exit(void)
 {
 	pp_stats_report_now();
+}
+
+void pp_exit(int status, bool upper)
+{
+	/*
+	 * Not in a vfork child: it runs on our memory (a report there would
+	 * be ours under its pid, and its once flag would silence ours), and
+	 * the pthread_atfork handler that refreshes own_pid never ran in it.
+	 */
+	if (pp_active() && PP_SYSCALL(SYS_getpid) == __atomic_load_n(&own_pid, __ATOMIC_RELAXED))
+		report_final(true);
+	real_exit(status, upper);
 }
 
 __attribute__((constructor(101))) static void pp_init(void)
@@ -138,5 +204,6 @@ __attribute__((constructor(101))) static void pp_init(void)
 	pp_faultguard_init();
 	pthread_atfork(NULL, NULL, after_fork_child);
 	atexit(at_exit);
+	__atomic_store_n(&own_pid, PP_SYSCALL(SYS_getpid), __ATOMIC_RELAXED);
 	__atomic_store_n(&active, true, __ATOMIC_RELEASE);
 }

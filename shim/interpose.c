@@ -13,6 +13,7 @@
 #include "compiler.h"
 #include "faultguard.h"
 #include "fdops.h"
+#include "init.h"
 #include "readers.h"
 #include "real.h"
 #include "writepath.h"
@@ -78,6 +79,17 @@ PP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 PP_EXPORT int fclose(FILE *stream)
 {
 	return pp_fclose(stream);
+}
+
+/* Processes that end without exit() (fork children, os._exit) report too. */
+PP_EXPORT void _exit(int status)
+{
+	pp_exit(status, false);
+}
+
+PP_EXPORT void _Exit(int status)
+{
+	pp_exit(status, true);
 }
 
 /* Every fcntl command takes an int, a pointer or nothing: read one word. */
