@@ -36,6 +36,12 @@ static int final_done;
 /* This process's pid, for telling a vfork child (it shares our memory) from us. */
 static long own_pid;
 
+static void clear_counters(struct pp_pipe *p, void *arg)
+{
+	(void)arg;
+	memset(&p->cnt, 0, sizeof(p->cnt));
+}
+
 static void after_fork_child(void)
 {
 	pp_pipes_after_fork_child();
@@ -47,6 +53,9 @@ static void after_fork_child(void)
 	report_owner = 0;
 	final_done = 0;
 	__atomic_store_n(&own_pid, PP_SYSCALL(SYS_getpid), __ATOMIC_RELAXED);
+	/* The child's report counts what the child does; the parent's said the rest. */
+	pp_pipes_for_each(clear_counters, NULL);
+	pp_stats_after_fork_child();
 }
 
 #define MAX_REPORT_FDS 256

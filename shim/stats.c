@@ -47,6 +47,12 @@ void pp_stats_fold(const struct pp_counters *c)
 	}
 }
 
+void pp_stats_after_fork_child(void)
+{
+	memset(&pp_totals_closed, 0, sizeof(pp_totals_closed));
+	memset(&pp_latency_all, 0, sizeof(pp_latency_all));
+}
+
 /* ---- latency: values 0..7 exact, then 4 buckets per power of two ---- */
 
 #define PP_LAT_EXACT 8

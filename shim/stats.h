@@ -69,6 +69,12 @@ extern struct pp_latency pp_latency_all;
 
 /* Adds @c to the closed-pipe totals. */
 void pp_stats_fold(const struct pp_counters *c);
+/*
+ * In a fork child: the totals and latencies start from zero, so that each
+ * process reports what it did itself and a tree's reports add up. (The
+ * caller clears the live pipes' counters.)
+ */
+void pp_stats_after_fork_child(void);
 
 /* One fd's line in the report. */
 struct pp_fd_report {

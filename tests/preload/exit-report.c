@@ -7,7 +7,8 @@
  *   exit-report tree exit|_exit|_Exit
  *       A reader child and a writer child on one pipe, both ending with
  *       _exit(); a vfork child that ends with _exit(127) as a failed exec
- *       would; the parent writes before and after and ends as told.
+ *       would; the parent writes before and after them and ends as told.
+ *       Each report must count only its own process's bytes.
  *       Prints "<role> <pid>" for the parent, reader, writer and vfork child.
  *   exit-report late
  *       exit(0) writes the report; then an atexit handler registered before
@@ -84,6 +85,7 @@ static int tree(const char *ending)
 		_exit(0);
 	}
 	close(fds[0]);
+	write_all(fds[1], PARENT_BYTES / 2);
 	writer = fork();
 	if (writer < 0)
 		die("fork");
@@ -99,7 +101,7 @@ static int tree(const char *ending)
 	if (!vchild)
 		_exit(127);
 	wait_for(vchild, 127);
-	write_all(fds[1], PARENT_BYTES);
+	write_all(fds[1], PARENT_BYTES / 2);
 	close(fds[1]);
 	wait_for(reader, 0);
 	printf("parent %d\nreader %d\nwriter %d\nvfork %d\n", (int)getpid(), (int)reader,
