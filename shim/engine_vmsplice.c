@@ -11,6 +11,7 @@
 #include "engine.h"
 
 #include "config.h"
+#include "explain.h"
 #include "faultguard.h"
 #include "pipe.h"
 #include "psi.h"
@@ -64,6 +65,18 @@ static bool source_readable(const struct iovec *iov, int iovcnt)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * Nothing was written: the caller makes the real call. @kind says why
+ * (PPIPE_DEBUG, the pipe's last fallback); see decline() for a reason
+ * that also changes what the statistics say of the pipe.
+ */
+static ssize_t fall_back(struct pp_pipe *p, const char *kind)
+{
+	pp_count(&p->cnt, PP_CNT_fallbacks, 1);
+	pp_explain_fallback(p, kind);
+	return PP_DECLINE;
 }
 
 /*
@@ -149,8 +162,7 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 {
 	if (why)
 		p->reason = why;
-	pp_count(&p->cnt, PP_CNT_fallbacks, 1);
-	return PP_DECLINE;
+	return fall_back(p, why);
 }
 
 ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt,
@@ -160,6 +172,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	struct pp_ring_checks checks = { 0 };
 	unsigned int vflags = SPLICE_F_NONBLOCK;
 	uint64_t now;
+	const char *stopped = "ring still referenced"; /* if nothing moved */
 	uint32_t capacity;
 	struct pp_ring *r;
 	size_t done = 0, off = 0;
@@ -169,7 +182,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	if (!pp_engine_ready())
 		return decline(p, pp_engine_reason());
 	if (pp_pipe_unsafe(p))
-		return decline(p, NULL);
+		return fall_back(p, "readers no longer known");
 	/*
 	 * Non-blocking writes keep the kernel's exact partial counts, which
 	 * depend on merging into the last buffer: vmspliced buffers cannot
@@ -179,11 +192,12 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	if (!p->created_here) {
 		long fl = pp_sys_fcntl(fd, F_GETFL, 0);
 
-		if (fl < 0 || (fl & (O_NONBLOCK | O_DIRECT)))
-			return decline(p, fl >= 0 && (fl & O_DIRECT) ? "packet mode (O_DIRECT)" :
-								       NULL);
+		if (fl >= 0 && (fl & O_DIRECT))
+			return decline(p, "packet mode (O_DIRECT)");
+		if (fl < 0 || (fl & O_NONBLOCK))
+			return fall_back(p, fl < 0 ? "F_GETFL failed" : "non-blocking write end");
 	} else if (pp_pipe_nonblock(p)) {
-		return decline(p, NULL);
+		return fall_back(p, "non-blocking write end");
 	}
 	capacity = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
 	r = pp_ring_get(p, capacity);
@@ -194,12 +208,12 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 						    "pool cap reached");
 	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
-		return decline(p, NULL); /* a signal handler inside our own write */
+		return fall_back(p, "a signal handler wrote inside libppipe's write");
 	/* Without the fault guard, check the source ranges by system call. */
 	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 		pp_count(&p->cnt, PP_CNT_efaults, 1);
-		return decline(p, NULL);
+		return fall_back(p, "source buffer faulted");
 	}
 
 	ret = 0;
@@ -236,6 +250,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 			if (pp_copy_guarded(r->data + roff, iov, &idx, &off, chunk)) {
 				/* The real call answers for the rest, as the kernel would. */
 				pp_count(&p->cnt, PP_CNT_efaults, 1);
+				stopped = "source buffer faulted";
 				idx = cidx;
 				off = coff;
 				break;
@@ -287,9 +302,9 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	/* Bytes moved: the count. None: the error, as write() gives it. */
 	if (ret < 0 && !done)
 		return ret;
-	/* Nothing moved and nothing failed: the ring is still referenced. */
+	/* Nothing moved and nothing failed: the ring is still referenced, or... */
 	if (!done)
-		return decline(p, NULL);
+		return fall_back(p, pp_pipe_unsafe(p) ? "readers no longer known" : stopped);
 	if (ret == 0 && done < total) {
 		/* The ring could not take the rest: the real call writes it. */
 		ssize_t n = write_rest(fd, iov, iovcnt, idx, off);

@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "explain.h"
 #include "faultguard.h"
 #include "fdtable.h"
 #include "log.h"
@@ -36,10 +37,13 @@ static int final_done;
 /* This process's pid, for telling a vfork child (it shares our memory) from us. */
 static long own_pid;
 
-static void clear_counters(struct pp_pipe *p, void *arg)
+/* What a pipe did in the parent is the parent's to report and explain. */
+static void clear_story(struct pp_pipe *p, void *arg)
 {
 	(void)arg;
 	memset(&p->cnt, 0, sizeof(p->cnt));
+	p->path_told = 0;
+	p->last_fallback = NULL;
 }
 
 static void after_fork_child(void)
@@ -54,8 +58,9 @@ static void after_fork_child(void)
 	final_done = 0;
 	__atomic_store_n(&own_pid, PP_SYSCALL(SYS_getpid), __ATOMIC_RELAXED);
 	/* The child's report counts what the child does; the parent's said the rest. */
-	pp_pipes_for_each(clear_counters, NULL);
+	pp_pipes_for_each(clear_story, NULL);
 	pp_stats_after_fork_child();
+	pp_explain_after_fork_child();
 }
 
 #define MAX_REPORT_FDS 256

@@ -41,6 +41,8 @@ struct pp_pipe {
 	int users; /* writers inside the engine (atomic) */
 	int state; /* PP_PIPE_LIVE, PP_PIPE_DEAD (no fd left), PP_PIPE_FREED */
 	int lock; /* guards rings (spin; never held across a syscall) */
+	int path_told; /* PPIPE_DEBUG said which path it took, in this process */
+	const char *last_fallback; /* why its last large write took the real call */
 	struct pp_ring *rings;
 	struct pp_counters cnt;
 	struct pp_pipe *next; /* list of live pipes, for stats and fork */

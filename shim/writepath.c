@@ -4,6 +4,7 @@
 #include "config.h"
 #include "compiler.h"
 #include "engine.h"
+#include "explain.h"
 #include "fdtable.h"
 #include "init.h"
 #include "pipe.h"
@@ -64,6 +65,11 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	r = PP_DECLINE;
 	if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd))
 		r = pp_engine_write(p, fd, iov, iovcnt, total);
+	else if (end == PP_END_WRITE)
+		__atomic_store_n(&p->last_fallback, p->accel ? "fd not in PPIPE_FDS" : p->reason,
+				 __ATOMIC_RELAXED);
+	if (unlikely(pp_cfg.debug) && end == PP_END_WRITE)
+		pp_explain_path(p, fd, r);
 	if (r == PP_DECLINE) {
 		r = iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				  real_writev(fd, iov, iovcnt);
