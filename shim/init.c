@@ -68,8 +68,19 @@ static void after_fork_child(void)
 struct report_ctx {
 	struct pp_fd_report fds[MAX_REPORT_FDS];
 	size_t n;
+	struct pp_fd_report closed[PP_CLOSED_MAX];
 	struct pp_counters totals;
 };
+
+/* What the statistics say of a pipe's path: its own verdict, unless the engine cannot work. */
+static const char *report_path(const char *path, const char **why)
+{
+	if (!pp_engine_ready()) {
+		*why = pp_engine_reason();
+		return "passthrough";
+	}
+	return path;
+}
 
 static void add_fd(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 {
@@ -82,8 +93,8 @@ static void add_fd(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 	r->fd = fd;
 	r->inode = (unsigned long)p->ino;
 	r->write_end = end == PP_END_WRITE;
-	r->path = p->accel && !pp_pipe_unsafe(p) && pp_engine_ready() ? "vmsplice" : "passthrough";
-	r->reason = p->reason ? p->reason : "";
+	r->path = report_path(pp_pipe_path(p, &r->reason), &r->reason);
+	r->last_fallback = __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		r->cnt.v[i] = __atomic_load_n(&p->cnt.v[i], __ATOMIC_RELAXED);
 }
@@ -99,11 +110,17 @@ static void add_pipe(struct pp_pipe *p, void *arg)
 /* Gathers the report; @ctx is static storage of the caller. */
 static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 {
+	uint64_t unlisted;
+	size_t nclosed;
+
 	memset(ctx, 0, sizeof(*ctx));
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		ctx->totals.v[i] = __atomic_load_n(&pp_totals_closed.v[i], __ATOMIC_RELAXED);
 	pp_pipes_for_each(add_pipe, ctx);
 	pp_fdt_for_each(add_fd, ctx);
+	nclosed = pp_stats_closed(ctx->closed, &unlisted);
+	for (size_t i = 0; i < nclosed; i++)
+		ctx->closed[i].path = report_path(ctx->closed[i].path, &ctx->closed[i].reason);
 	*rep = (struct pp_stats_report){
 		.pid = getpid(),
 		.engine = pp_engine_name(),
@@ -117,6 +134,9 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 		.latency = &pp_latency_all,
 		.fds = ctx->fds,
 		.nfds = ctx->n,
+		.closed = ctx->closed,
+		.nclosed = nclosed,
+		.closed_unlisted = unlisted,
 	};
 }
 
