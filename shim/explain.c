@@ -65,7 +65,9 @@ void pp_explain_path(struct pp_pipe *p, int fd, ssize_t r)
 			 p->reason ? p->reason : "");
 		return;
 	}
-	why = __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED);
+	/* Plain for good: the pipe's reason. Else what this write fell back for. */
+	if (strcmp(pp_pipe_path(p, &why), "passthrough"))
+		why = __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED);
 	pp_debug("pipe inode %llu (fd %d): plain writes: %s", ino, fd, why ? why : "unknown");
 }
 
