@@ -23,15 +23,16 @@ extern "C" {
 const char *ppipe_version(void);
 
 /**
- * Process-wide counters, a snapshot. Fields are only ever added at the
- * end: a program built against an older header gets the fields it knows.
+ * Process-wide counters, a snapshot. A fork child's start from zero: they
+ * count what this process did. Fields are only ever added at the end: a
+ * program built against an older header gets the fields it knows.
  */
 struct ppipe_stats {
 	size_t size; /**< set by the caller to sizeof(struct ppipe_stats) */
 	uint32_t version; /**< set by the library: 2 (1 ended at pool_peak) */
 	uint64_t writes_accelerated; /**< write calls that went in by vmsplice */
 	uint64_t bytes_accelerated; /**< bytes those calls moved */
-	uint64_t writes_passthrough; /**< calls on tracked pipes that took the real call */
+	uint64_t writes_passthrough; /**< tracked-pipe calls made by the real call, any size */
 	uint64_t bytes_passthrough; /**< bytes those calls moved */
 	uint64_t fallbacks; /**< accelerated attempts that fell back */
 	uint64_t pool_bytes; /**< ring memory mapped now */

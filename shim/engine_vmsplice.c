@@ -11,6 +11,7 @@
 #include "engine.h"
 
 #include "config.h"
+#include "explain.h"
 #include "faultguard.h"
 #include "fdtable.h"
 #include "pipe.h"
@@ -53,6 +54,18 @@ static bool source_readable(const struct iovec *iov, int iovcnt)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * Nothing was written: the caller makes the real call. @kind says why
+ * (PPIPE_DEBUG, the pipe's last fallback); see decline() for a reason
+ * that also changes what the statistics say of the pipe.
+ */
+static ssize_t fall_back(struct pp_pipe *p, const char *kind)
+{
+	pp_count(&p->cnt, PP_CNT_fallbacks, 1);
+	pp_explain_fallback(p, kind);
+	return PP_DECLINE;
 }
 
 /*
@@ -265,8 +278,7 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 {
 	if (why)
 		p->reason = why;
-	pp_count(&p->cnt, PP_CNT_fallbacks, 1);
-	return PP_DECLINE;
+	return fall_back(p, why);
 }
 
 /* Returned by push_region when no pin could be had: the real call goes on. */
@@ -277,10 +289,7 @@ static long op_ensure_pin(struct write_op *op)
 {
 	int r = op_pin(op);
 
-	if (r == 0 || r == -ESTALE)
-		return r;
-	pp_count(&op->p->cnt, PP_CNT_fallbacks, 1);
-	return PP_NO_PIN;
+	return r == 0 || r == -ESTALE ? r : PP_NO_PIN;
 }
 
 /* Before every system call on the file but the first one: the pin. */
@@ -349,6 +358,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	struct pp_ring_checks checks = { 0 };
 	unsigned int vflags = SPLICE_F_NONBLOCK;
 	uint64_t now;
+	const char *stopped = "ring still referenced"; /* if nothing moved */
 	uint32_t capacity;
 	struct pp_ring *r;
 	size_t off = 0;
@@ -358,7 +368,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	if (!pp_engine_ready())
 		return decline(p, pp_engine_reason());
 	if (pp_pipe_unsafe(p))
-		return decline(p, NULL);
+		return fall_back(p, "readers no longer known");
 	/*
 	 * Non-blocking writes keep the kernel's exact partial counts, which
 	 * depend on merging into the last buffer: vmspliced buffers cannot
@@ -368,11 +378,12 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	if (!p->created_here) {
 		long fl = pp_sys_fcntl(fd, F_GETFL, 0);
 
-		if (fl < 0 || (fl & (O_NONBLOCK | O_DIRECT)))
-			return decline(p, fl >= 0 && (fl & O_DIRECT) ? "packet mode (O_DIRECT)" :
-								       NULL);
+		if (fl >= 0 && (fl & O_DIRECT))
+			return decline(p, "packet mode (O_DIRECT)");
+		if (fl < 0 || (fl & O_NONBLOCK))
+			return fall_back(p, fl < 0 ? "F_GETFL failed" : "non-blocking write end");
 	} else if (pp_pipe_nonblock(p)) {
-		return decline(p, NULL);
+		return fall_back(p, "non-blocking write end");
 	}
 	capacity = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
 	r = pp_ring_get(p, capacity);
@@ -383,13 +394,13 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 						    "pool cap reached");
 	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
-		return decline(p, NULL); /* a signal handler inside our own write */
+		return fall_back(p, "a signal handler wrote inside libppipe's write");
 	op.r = r;
 	/* Without the fault guard, check the source ranges by system call. */
 	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 		pp_count(&p->cnt, PP_CNT_efaults, 1);
-		return decline(p, NULL);
+		return fall_back(p, "source buffer faulted");
 	}
 
 	ret = 0;
@@ -429,6 +440,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 			if (pp_copy_guarded(r->data + roff, iov, &idx, &off, chunk)) {
 				/* The real call answers for the rest, as the kernel would. */
 				pp_count(&p->cnt, PP_CNT_efaults, 1);
+				stopped = "source buffer faulted";
 				idx = cidx;
 				off = coff;
 				break;
@@ -464,11 +476,18 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	 */
 	if (!op.done) {
 		op_unpin(&op);
-		if (ret >= 0 || ret == -ESTALE)
-			return decline(p, ret == -ESTALE ? "fd closed during the write" : NULL);
+		if (ret == -ESTALE)
+			return fall_back(p, "fd closed during the write");
+		if (ret == PP_NO_PIN)
+			return fall_back(p, "no fd to hold the write's file");
+		if (ret >= 0)
+			return fall_back(p,
+					 pp_pipe_unsafe(p) ? "readers no longer known" : stopped);
 		return ret;
 	}
 	if ((ret == 0 || ret == PP_NO_PIN) && op.done < total) {
+		if (ret == PP_NO_PIN)
+			pp_count(&p->cnt, PP_CNT_fallbacks, 1);
 		/* The ring could not take the rest: the real call writes it. */
 		ssize_t n = rest_cancellable(&op, iov, iovcnt, idx, off);
 

@@ -197,3 +197,17 @@ void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), voi
 			fn(fd, p, end, arg);
 	}
 }
+
+struct pp_pipe *pp_fdt_peek(int fd)
+{
+	enum pp_end end;
+
+	return fdt_peek(fd, &end);
+}
+
+/*
+ * The table under the names fdtable.h gives pp_fdt_tracked(), which the
+ * write path inlines. (Aliases: fdt and fdt_size stay this file's.)
+ */
+extern uint64_t *pp_fdt_words __attribute__((alias("fdt")));
+extern int pp_fdt_nwords __attribute__((alias("fdt_size")));

@@ -52,4 +52,29 @@ int pp_fdt_size(void);
 /* For each tracked fd: fn(fd, pipe, end, arg). Not for hot paths. */
 void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), void *arg);
 
+/*
+ * The pipe @fd refers to, without entering it, or NULL: for counting the
+ * small writes the real call makes. The object is type-stable, so a close
+ * racing the caller can only make it count into a pipe that is gone or
+ * reused.
+ */
+struct pp_pipe *pp_fdt_peek(int fd);
+
+/* The table, for pp_fdt_tracked() (fdtable.c's fdt and fdt_size). */
+extern uint64_t *pp_fdt_words;
+extern int pp_fdt_nwords;
+
+/*
+ * Whether @fd may be a tracked pipe (pp_fdt_peek says for sure). Inline,
+ * for the writes below PPIPE_MIN_WRITE: one load of the fd's entry, no
+ * call, no lock.
+ */
+static inline bool pp_fdt_tracked(int fd)
+{
+	const uint64_t *t = __atomic_load_n(&pp_fdt_words, __ATOMIC_ACQUIRE);
+
+	return t && (unsigned int)fd < (unsigned int)pp_fdt_nwords &&
+	       (__atomic_load_n(&t[fd], __ATOMIC_RELAXED) & 1);
+}
+
 #endif

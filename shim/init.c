@@ -4,6 +4,7 @@
 #include "config.h"
 #include "engine.h"
 #include "exec.h"
+#include "explain.h"
 #include "faultguard.h"
 #include "fdtable.h"
 #include "log.h"
@@ -13,11 +14,13 @@
 #include "real.h"
 #include "ring.h"
 #include "stats.h"
+#include "sys.h"
 #include "vfork.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -29,6 +32,20 @@ bool pp_active(void)
 	return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 }
 
+/* Thread id of the thread writing a report (it owns report_ctx), 0 if none. */
+static int report_owner;
+/* The process's last report (exit or _exit) has been written or is being written. */
+static int final_done;
+
+/* What a pipe did in the parent is the parent's to report and explain. */
+static void clear_story(struct pp_pipe *p, void *arg)
+{
+	(void)arg;
+	memset(&p->cnt, 0, sizeof(p->cnt));
+	p->path_told = 0;
+	p->last_fallback = NULL;
+}
+
 static void after_fork_child(void)
 {
 	pp_vfork_note_pid();
@@ -37,6 +54,13 @@ static void after_fork_child(void)
 	pp_engine_after_fork_child();
 	pp_thp_after_fork_child();
 	pp_psi_after_fork_child();
+	/* A thread that was reporting is not in the child; the child reports its own. */
+	report_owner = 0;
+	final_done = 0;
+	/* The child's report counts what the child does; the parent's said the rest. */
+	pp_pipes_for_each(clear_story, NULL);
+	pp_stats_after_fork_child();
+	pp_explain_after_fork_child();
 }
 
 #define MAX_REPORT_FDS 256
@@ -44,8 +68,19 @@ static void after_fork_child(void)
 struct report_ctx {
 	struct pp_fd_report fds[MAX_REPORT_FDS];
 	size_t n;
+	struct pp_fd_report closed[PP_CLOSED_MAX];
 	struct pp_counters totals;
 };
+
+/* What the statistics say of a pipe's path: its own verdict, unless the engine cannot work. */
+static const char *report_path(const char *path, const char **why)
+{
+	if (!pp_engine_ready()) {
+		*why = pp_engine_reason();
+		return "passthrough";
+	}
+	return path;
+}
 
 static void add_fd(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 {
@@ -58,8 +93,8 @@ static void add_fd(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 	r->fd = fd;
 	r->inode = (unsigned long)p->ino;
 	r->write_end = end == PP_END_WRITE;
-	r->path = p->accel && !pp_pipe_unsafe(p) && pp_engine_ready() ? "vmsplice" : "passthrough";
-	r->reason = p->reason ? p->reason : "";
+	r->path = report_path(pp_pipe_path(p, &r->reason), &r->reason);
+	r->last_fallback = __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		r->cnt.v[i] = __atomic_load_n(&p->cnt.v[i], __ATOMIC_RELAXED);
 }
@@ -75,11 +110,17 @@ static void add_pipe(struct pp_pipe *p, void *arg)
 /* Gathers the report; @ctx is static storage of the caller. */
 static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 {
+	uint64_t unlisted;
+	size_t nclosed;
+
 	memset(ctx, 0, sizeof(*ctx));
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		ctx->totals.v[i] = __atomic_load_n(&pp_totals_closed.v[i], __ATOMIC_RELAXED);
 	pp_pipes_for_each(add_pipe, ctx);
 	pp_fdt_for_each(add_fd, ctx);
+	nclosed = pp_stats_closed(ctx->closed, &unlisted);
+	for (size_t i = 0; i < nclosed; i++)
+		ctx->closed[i].path = report_path(ctx->closed[i].path, &ctx->closed[i].reason);
 	*rep = (struct pp_stats_report){
 		.pid = getpid(),
 		.engine = pp_engine_name(),
@@ -93,34 +134,78 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 		.latency = &pp_latency_all,
 		.fds = ctx->fds,
 		.nfds = ctx->n,
+		.closed = ctx->closed,
+		.nclosed = nclosed,
+		.closed_unlisted = unlisted,
 	};
 }
 
 static struct report_ctx report_ctx; /* large; never on the stack */
-static int report_lock;
 
-void pp_stats_report_now(void)
+/* A thread that waits for the lock sleeps this long between looks... */
+#define REPORT_WAIT_NS 1000000L
+/* ...this many times at most, when it must not wait without bound (_exit). */
+#define REPORT_WAIT_TRIES 100
+
+/*
+ * Takes the report lock. Fails when this thread holds it already (a signal
+ * handler interrupted its report: waiting would never end) and, with
+ * @bounded, when another thread keeps it for more than about 100 ms.
+ * Only raw system calls: this may run in a signal handler.
+ */
+static bool report_lock(bool bounded)
+{
+	int self = (int)pp_sys_gettid();
+
+	for (int tries = 0;; tries++) {
+		int owner = 0;
+		struct timespec ts = { 0, REPORT_WAIT_NS };
+
+		if (__atomic_compare_exchange_n(&report_owner, &owner, self, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return true;
+		if (owner == self || (bounded && tries == REPORT_WAIT_TRIES))
+			return false;
+		PP_SYSCALL(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);
+	}
+}
+
+static void report_unlock(void)
+{
+	__atomic_store_n(&report_owner, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * The process's last report, once: at exit, or in _exit()/_Exit() when
+ * exit() did not run (or ran and already wrote it).
+ */
+static void report_final(bool bounded)
 {
 	struct pp_stats_report rep;
 
-	if (!pp_cfg.stats[0] || !strcmp(pp_cfg.stats, "0"))
+	if (!pp_cfg.stats[0] || !strcmp(pp_cfg.stats, "0") || !report_lock(bounded))
 		return;
-	while (__atomic_exchange_n(&report_lock, 1, __ATOMIC_ACQUIRE))
-		;
-	build_report(&report_ctx, &rep);
-	pp_stats_emit(pp_cfg.stats, &rep);
-	__atomic_store_n(&report_lock, 0, __ATOMIC_RELEASE);
+	if (!__atomic_exchange_n(&final_done, 1, __ATOMIC_RELAXED)) {
+		build_report(&report_ctx, &rep);
+		pp_stats_emit(pp_cfg.stats, &rep);
+	}
+	report_unlock();
+}
+
+void pp_stats_report_now(void)
+{
+	report_final(false);
 }
 
 void pp_stats_report_fd(int fd)
 {
 	struct pp_stats_report rep;
 
-	while (__atomic_exchange_n(&report_lock, 1, __ATOMIC_ACQUIRE))
-		;
+	if (!report_lock(false))
+		return;
 	build_report(&report_ctx, &rep);
 	pp_stats_emit_fd(fd, &rep);
-	__atomic_store_n(&report_lock, 0, __ATOMIC_RELEASE);
+	report_unlock();
 }
 
 static void at_exit(void)
@@ -128,6 +213,21 @@ static void at_exit(void)
 	pp_stats_report_now();
 	/* This image's registry holds end with it (an exec's were handed on). */
 	pp_pipes_exec_release();
+}
+
+void pp_exit(int status, bool upper)
+{
+	/*
+	 * Not in a vfork child: it runs on our memory (a report there would
+	 * be ours under its pid, and its once flag would silence ours), and
+	 * the pthread_atfork handler that refreshes the pid never ran in it.
+	 */
+	if (pp_active() && !pp_vfork_other_process()) {
+		report_final(true);
+		/* This image's registry holds end with it, as at_exit() does. */
+		pp_pipes_exec_release();
+	}
+	real_exit(status, upper);
 }
 
 __attribute__((constructor(101))) static void pp_init(void)

@@ -2,7 +2,7 @@
 /*
  * Start-up and process life cycle: the constructor (bind the real
  * functions, read the options, nothing else), the fork handlers, and the
- * statistics at exit.
+ * statistics at exit and _exit.
  */
 #ifndef PP_INIT_H
 #define PP_INIT_H
@@ -12,9 +12,19 @@
 /* Initialised and not switched off: calls may be intercepted. */
 bool pp_active(void);
 
-/* Writes the PPIPE_STATS report now (also run at exit). */
+/*
+ * Writes the process's last PPIPE_STATS report: run at exit. Only the first
+ * call (of this and pp_exit) writes it.
+ */
 void pp_stats_report_now(void);
 /* Writes the same report to @fd. */
 void pp_stats_report_fd(int fd);
+
+/*
+ * _exit() and _Exit() (@upper): the last report, unless exit() wrote it,
+ * this is a vfork child, or a signal handler interrupted a report of its
+ * own thread; then the real call. Async-signal-safe.
+ */
+__attribute__((noreturn)) void pp_exit(int status, bool upper);
 
 #endif

@@ -14,6 +14,7 @@
 #include "exec.h"
 #include "faultguard.h"
 #include "fdops.h"
+#include "init.h"
 #include "readers.h"
 #include "real.h"
 #include "sys.h"
@@ -86,6 +87,17 @@ PP_EXPORT void closefrom(int low)
 PP_EXPORT int fclose(FILE *stream)
 {
 	return pp_fclose(stream);
+}
+
+/* Processes that end without exit() (fork children, os._exit) report too. */
+PP_EXPORT void _exit(int status)
+{
+	pp_exit(status, false);
+}
+
+PP_EXPORT void _Exit(int status)
+{
+	pp_exit(status, true);
 }
 
 /* Every fcntl command takes an int, a pointer or nothing: read one word. */

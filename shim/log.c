@@ -4,6 +4,14 @@
  * with a single raw write system call: write(2) itself is interposed by
  * libppipe, and a message must never re-enter the shim, allocate, or touch
  * stdio (it may be printed from a constructor, before libc is fully set up).
+ *
+ * Messages are also printed from signal handlers (a handler's write may
+ * be the first of a pipe, or fall back: PPIPE_DEBUG says so). That holds
+ * because every format here uses only string and integer conversions,
+ * without widths or precisions taken from arguments, positional arguments
+ * or floating point: for those glibc's vsnprintf() writes into the given
+ * buffer, takes no lock and allocates nothing (its "AS-Unsafe heap" mark
+ * is for the work buffers of the other cases). Keep new messages so.
  */
 #include "log.h"
 

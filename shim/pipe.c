@@ -170,7 +170,7 @@ static void pipe_try_free(struct pp_pipe *p)
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
 	__atomic_fetch_add(&s->gen, 1, __ATOMIC_RELEASE);
-	pp_stats_fold(&p->cnt);
+	pp_pipe_report_closed(p);
 	pp_rings_free(p);
 	registry_release(p);
 
@@ -221,6 +221,7 @@ void pp_pipe_mark_unsafe(struct pp_pipe *p, const char *why)
 		pp_debug("pipe inode %llu: readers no longer known (%s): plain writes from now on",
 			 (unsigned long long)p->ino, why);
 	p->reason = why;
+	p->marked_here = true;
 }
 
 void pp_pipe_note_capacity(struct pp_pipe *p, int capacity)

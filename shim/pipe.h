@@ -45,6 +45,9 @@ struct pp_pipe {
 	int users; /* writers inside the engine (atomic) */
 	int state; /* PP_PIPE_LIVE, PP_PIPE_DEAD (no fd left), PP_PIPE_FREED */
 	int lock; /* guards rings (spin; never held across a syscall) */
+	int path_told; /* PPIPE_DEBUG said which path it took, in this process */
+	const char *last_fallback; /* why its last large write took the real call */
+	bool marked_here; /* made unsafe by this process (or its parent): reason says why */
 	struct pp_ring *rings;
 	struct pp_counters cnt;
 	struct pp_pipe *next; /* list of live pipes, for stats and fork */
@@ -97,6 +100,33 @@ static inline bool pp_pipe_nonblock(const struct pp_pipe *p)
 static inline void pp_pipe_set_nonblock(struct pp_pipe *p, bool on)
 {
 	__atomic_store_n(&p->sh->nonblock, on, __ATOMIC_RELAXED);
+}
+
+/*
+ * The path @p's large writes take as far as the pipe decides ("vmsplice"
+ * or "passthrough"; an engine that cannot work overrides it), and in
+ * @why, the reason, for the statistics.
+ */
+static inline const char *pp_pipe_path(const struct pp_pipe *p, const char **why)
+{
+	*why = p->reason ? p->reason : "";
+	if (!p->accel)
+		return "passthrough";
+	if (pp_pipe_unsafe(p)) {
+		if (!p->marked_here)
+			*why = "readers no longer known (marked by another process)";
+		return "passthrough";
+	}
+	return "vmsplice";
+}
+
+/* @p ends: its counters go to the process totals, its story to the report. */
+static inline void pp_pipe_report_closed(const struct pp_pipe *p)
+{
+	const char *why, *path = pp_pipe_path(p, &why);
+
+	pp_stats_fold_pipe(p->ino, path, why, __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED),
+			   &p->cnt);
 }
 
 /* Records a capacity seen by F_SETPIPE_SZ/F_GETPIPE_SZ. */

@@ -29,6 +29,8 @@ void pp_real_bind(void)
 	BIND(fcntl);
 	BIND(fcntl64);
 	BIND(fork);
+	BIND(_exit);
+	BIND(_Exit);
 	BIND(splice);
 	BIND(tee);
 	BIND(vmsplice);
@@ -143,4 +145,14 @@ int real_close_range(unsigned int first, unsigned int last, int flags)
 {
 	return pp_real.close_range ? pp_real.close_range(first, last, flags) :
 				     RAW(int, (SYS_close_range, first, last, flags));
+}
+
+void real_exit(int status, bool upper)
+{
+	void (*fn)(int) = upper ? pp_real._Exit : pp_real._exit;
+
+	if (fn)
+		fn(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
 }

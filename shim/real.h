@@ -9,6 +9,7 @@
 #define PP_REAL_H
 
 #include <spawn.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -29,6 +30,8 @@ struct pp_real {
 	int (*fcntl)(int, int, ...);
 	int (*fcntl64)(int, int, ...);
 	pid_t (*fork)(void);
+	void (*_exit)(int);
+	void (*_Exit)(int);
 	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
 	ssize_t (*tee)(int, int, size_t, unsigned int);
 	ssize_t (*vmsplice)(int, const struct iovec *, size_t, unsigned int);
@@ -81,5 +84,7 @@ ssize_t real_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len
 ssize_t real_tee(int in, int out, size_t len, unsigned int flags);
 ssize_t real_vmsplice(int fd, const struct iovec *iov, size_t cnt, unsigned int flags);
 int real_close_range(unsigned int first, unsigned int last, int flags);
+/* _exit(), or _Exit() (@upper); the exit_group system call if unbound. */
+__attribute__((noreturn)) void real_exit(int status, bool upper);
 
 #endif

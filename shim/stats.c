@@ -47,6 +47,64 @@ void pp_stats_fold(const struct pp_counters *c)
 	}
 }
 
+/*
+ * Closed pipes that carried bytes: a slot is claimed by a fetch-and-add
+ * on closed_n and published by its ready flag, so any thread (or signal
+ * handler) closing a pipe may add one while a report reads the table.
+ */
+static struct {
+	struct pp_fd_report r;
+	int ready;
+} closed[PP_CLOSED_MAX];
+static uint64_t closed_n;
+
+void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
+			const char *last_fallback, const struct pp_counters *c)
+{
+	struct pp_fd_report *r;
+	uint64_t i;
+
+	pp_stats_fold(c);
+	if (!__atomic_load_n(&c->v[PP_CNT_bytes_accelerated], __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&c->v[PP_CNT_bytes_passthrough], __ATOMIC_RELAXED))
+		return;
+	i = __atomic_fetch_add(&closed_n, 1, __ATOMIC_RELAXED);
+	if (i >= PP_CLOSED_MAX)
+		return;
+	r = &closed[i].r;
+	r->fd = -1;
+	r->inode = (unsigned long)ino;
+	r->path = path;
+	r->reason = reason;
+	r->last_fallback = last_fallback;
+	for (unsigned int k = 0; k < PP_CNT_COUNT; k++)
+		r->cnt.v[k] = __atomic_load_n(&c->v[k], __ATOMIC_RELAXED);
+	__atomic_store_n(&closed[i].ready, 1, __ATOMIC_RELEASE);
+}
+
+size_t pp_stats_closed(struct pp_fd_report *out, uint64_t *unlisted)
+{
+	uint64_t n = __atomic_load_n(&closed_n, __ATOMIC_RELAXED);
+	size_t k = 0;
+
+	*unlisted = n > PP_CLOSED_MAX ? n - PP_CLOSED_MAX : 0;
+	for (uint64_t i = 0; i < n && i < PP_CLOSED_MAX; i++)
+		if (__atomic_load_n(&closed[i].ready, __ATOMIC_ACQUIRE))
+			out[k++] = closed[i].r;
+	return k;
+}
+
+void pp_stats_after_fork_child(void)
+{
+	uint64_t n = closed_n < PP_CLOSED_MAX ? closed_n : PP_CLOSED_MAX;
+
+	memset(&pp_totals_closed, 0, sizeof(pp_totals_closed));
+	memset(&pp_latency_all, 0, sizeof(pp_latency_all));
+	for (uint64_t i = 0; i < n; i++)
+		closed[i].ready = 0;
+	closed_n = 0;
+}
+
 /* ---- latency: values 0..7 exact, then 4 buckets per power of two ---- */
 
 #define PP_LAT_EXACT 8
@@ -331,18 +389,28 @@ static void pp_out_latency(struct pp_out *o, const struct pp_latency *l)
 	pp_out_str(o, "]}");
 }
 
-static void pp_out_fd(struct pp_out *o, const struct pp_fd_report *f)
+/* An fd's entry, or (@with_fd false) a closed pipe's. */
+static void pp_out_fd(struct pp_out *o, const struct pp_fd_report *f, bool with_fd)
 {
-	pp_out_str(o, "{\"fd\":");
-	pp_out_i64(o, f->fd);
-	pp_out_str(o, ",\"inode\":");
+	if (with_fd) {
+		pp_out_str(o, "{\"fd\":");
+		pp_out_i64(o, f->fd);
+		pp_out_mem(o, ",", 1);
+	} else {
+		pp_out_mem(o, "{", 1);
+	}
+	pp_out_str(o, "\"inode\":");
 	pp_out_u64(o, f->inode);
-	pp_out_str(o, ",\"end\":");
-	pp_out_json_str(o, f->write_end ? "write" : "read");
+	if (with_fd) {
+		pp_out_str(o, ",\"end\":");
+		pp_out_json_str(o, f->write_end ? "write" : "read");
+	}
 	pp_out_str(o, ",\"path\":");
 	pp_out_json_str(o, f->path);
 	pp_out_str(o, ",\"reason\":");
 	pp_out_json_str(o, f->reason);
+	pp_out_str(o, ",\"last_fallback\":");
+	pp_out_json_str(o, f->last_fallback);
 	pp_out_mem(o, ",", 1);
 	pp_out_counters(o, &f->cnt);
 	pp_out_mem(o, "}", 1);
@@ -382,9 +450,17 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	for (size_t i = 0; r->fds && i < r->nfds; i++) {
 		if (i)
 			pp_out_mem(&o, ",", 1);
-		pp_out_fd(&o, &r->fds[i]);
+		pp_out_fd(&o, &r->fds[i], true);
 	}
-	pp_out_str(&o, "]}\n");
+	pp_out_str(&o, "],\"closed_pipes\":[");
+	for (size_t i = 0; r->closed && i < r->nclosed; i++) {
+		if (i)
+			pp_out_mem(&o, ",", 1);
+		pp_out_fd(&o, &r->closed[i], false);
+	}
+	pp_out_str(&o, "],\"closed_pipes_unlisted\":");
+	pp_out_u64(&o, r->closed_unlisted);
+	pp_out_str(&o, "}\n");
 	return o.pos;
 }
 

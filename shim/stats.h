@@ -9,7 +9,13 @@
  *    "latency_ns": {"count":..,"avg":..,"p50":..,"p99":..,"max":..,
  *                   "buckets":[[upper_ns,count],...]},
  *    "fds": [{"fd":..,"inode":..,"end":"write"|"read","path":"vmsplice"|"passthrough",
- *             "reason":"...", <every counter>}, ...]}
+ *             "reason":"...","last_fallback":"..."|null, <every counter>}, ...],
+ *    "closed_pipes": [{"inode":..,"path":..,"reason":..,"last_fallback":..,
+ *                      <every counter>}, ...],
+ *    "closed_pipes_unlisted": N}
+ * "fds" are the tracked fds open at the time; "closed_pipes" the pipes this
+ * process closed after writing into them (the first PP_CLOSED_MAX; the
+ * rest are only counted). Together they tell each pipe's story.
  */
 #ifndef PP_STATS_H
 #define PP_STATS_H
@@ -69,16 +75,39 @@ extern struct pp_latency pp_latency_all;
 
 /* Adds @c to the closed-pipe totals. */
 void pp_stats_fold(const struct pp_counters *c);
+/*
+ * A pipe is gone: adds its counters @c to the totals and, if bytes were
+ * written into it, lists it under "closed_pipes" with its @path, @reason
+ * and @last_fallback (static strings). Async-signal-safe.
+ */
+void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
+			const char *last_fallback, const struct pp_counters *c);
+/*
+ * In a fork child: the totals, latencies and closed pipes start from zero,
+ * so that each process reports what it did itself and a tree's reports add
+ * up. (The caller clears the live pipes' counters.)
+ */
+void pp_stats_after_fork_child(void);
 
-/* One fd's line in the report. */
+/* One fd's line in the report, or (fd -1) a closed pipe's. */
 struct pp_fd_report {
 	int fd;
 	unsigned long inode;
 	int write_end; /* 1: write end, 0: read end */
 	const char *path; /* "vmsplice" or "passthrough" */
 	const char *reason; /* why: "accelerated", "readers unknown", "O_DIRECT", ... */
+	const char *last_fallback; /* why its last large write took the real call, or NULL */
 	struct pp_counters cnt;
 };
+
+/* Closed pipes listed in a report; more are only counted. */
+#define PP_CLOSED_MAX 256
+
+/*
+ * The closed pipes listed so far: their number, at most PP_CLOSED_MAX,
+ * copied to @out; *@unlisted gets the number of those that did not fit.
+ */
+size_t pp_stats_closed(struct pp_fd_report *out, uint64_t *unlisted);
 
 struct pp_stats_report {
 	pid_t pid;
@@ -92,6 +121,9 @@ struct pp_stats_report {
 	const struct pp_latency *latency;
 	const struct pp_fd_report *fds;
 	size_t nfds;
+	const struct pp_fd_report *closed; /* closed pipes (fd, write_end unused) */
+	size_t nclosed;
+	uint64_t closed_unlisted; /* closed pipes not in @closed */
 };
 
 /*

@@ -19,6 +19,13 @@ void pp_vfork_note_pid(void)
 		pp_real_vfork = dlsym(RTLD_NEXT, "vfork");
 }
 
+bool pp_vfork_other_process(void)
+{
+	long pid = __atomic_load_n(&own_pid, __ATOMIC_RELAXED);
+
+	return pid && PP_SYSCALL(SYS_getpid) != pid;
+}
+
 bool pp_vfork_check(void)
 {
 	long pid = __atomic_load_n(&own_pid, __ATOMIC_RELAXED);

@@ -20,6 +20,11 @@ extern __thread int pp_tl_vfork __attribute__((tls_model("initial-exec")));
 
 /* Records this process's pid (start-up and fork children). */
 void pp_vfork_note_pid(void);
+/*
+ * True when the raw pid is not the one recorded for this process: a vfork
+ * child, however it was made (one system call; for rare paths such as exit).
+ */
+bool pp_vfork_other_process(void);
 /* Slow path of pp_in_vfork_child. */
 bool pp_vfork_check(void);
 

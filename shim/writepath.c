@@ -4,6 +4,7 @@
 #include "config.h"
 #include "compiler.h"
 #include "engine.h"
+#include "explain.h"
 #include "fdtable.h"
 #include "init.h"
 #include "pipe.h"
@@ -66,6 +67,11 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	r = PP_DECLINE;
 	if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd))
 		r = pp_engine_write(p, fd, iov, iovcnt, total);
+	else if (end == PP_END_WRITE)
+		__atomic_store_n(&p->last_fallback, p->accel ? "fd not in PPIPE_FDS" : p->reason,
+				 __ATOMIC_RELAXED);
+	if (unlikely(pp_cfg.debug) && end == PP_END_WRITE)
+		pp_explain_path(p, fd, r);
 	if (r == PP_DECLINE) {
 		r = iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				  real_writev(fd, iov, iovcnt);
@@ -99,13 +105,51 @@ static bool plain_range(const void *buf, size_t n)
 	return n > PP_MAX_RW_COUNT || a + n < a || a + n > PP_USER_TOP;
 }
 
-ssize_t pp_write(int fd, const void *buf, size_t n)
+/*
+ * A write below PPIPE_MIN_WRITE to a tracked pipe: the real call, counted
+ * as passed through, so that a pipe's counters tell its whole story.
+ */
+static ssize_t count_small(struct pp_pipe *p, ssize_t r)
+{
+	/* A vfork child's writes are not its parent's pipe's story. */
+	if (p && r >= 0 && !pp_in_vfork_child()) {
+		pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
+		pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)r);
+	}
+	return r;
+}
+
+static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, size_t n)
+{
+	struct pp_pipe *p = pp_fdt_peek(fd);
+
+	return count_small(p, real_write(fd, buf, n));
+}
+
+static __attribute__((noinline)) ssize_t writev_small(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct pp_pipe *p = pp_fdt_peek(fd);
+
+	return count_small(p, real_writev(fd, iov, iovcnt));
+}
+
+static __attribute__((noinline)) ssize_t write_large(int fd, const void *buf, size_t n)
 {
 	struct iovec iov = { (void *)buf, n };
 
-	if (likely(n < pp_cfg.min_write) || plain_range(buf, n))
+	if (plain_range(buf, n))
 		return real_write(fd, buf, n);
 	return write_iov(fd, &iov, 1, n);
+}
+
+ssize_t pp_write(int fd, const void *buf, size_t n)
+{
+	if (likely(n < pp_cfg.min_write)) {
+		if (likely(!pp_fdt_tracked(fd)))
+			return real_write(fd, buf, n);
+		return write_small(fd, buf, n);
+	}
+	return write_large(fd, buf, n);
 }
 
 ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
@@ -121,7 +165,12 @@ ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 			return real_writev(fd, iov, iovcnt);
 		total += iov[i].iov_len;
 	}
-	if (likely(total < pp_cfg.min_write) || total > PP_MAX_RW_COUNT)
+	if (likely(total < pp_cfg.min_write)) {
+		if (likely(!pp_fdt_tracked(fd)))
+			return real_writev(fd, iov, iovcnt);
+		return writev_small(fd, iov, iovcnt);
+	}
+	if (total > PP_MAX_RW_COUNT)
 		return real_writev(fd, iov, iovcnt);
 	return write_iov(fd, iov, iovcnt, total);
 }

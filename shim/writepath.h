@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * write() and writev(): the only calls on the hot path. A write below
- * PPIPE_MIN_WRITE costs one comparison before the real call; a larger one
- * to an fd that is not a tracked pipe costs one array load more.
+ * write() and writev(): the only calls on the hot path. Any write to an fd
+ * that is not a tracked pipe costs one comparison and one array load
+ * before the real call; one below PPIPE_MIN_WRITE to a tracked pipe two
+ * relaxed atomic adds more (it is counted as passed through).
  */
 #ifndef PP_WRITEPATH_H
 #define PP_WRITEPATH_H

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Statistics: latency buckets and quantiles, folding, the JSON report
+ * Statistics: latency buckets and quantiles, folding, the closed pipes
+ * listed, the reset in a fork child, the JSON report
  * (checked by a strict JSON syntax check and by its exact text), buffers
  * too small for it, string escaping, and pp_stats_emit to files and stderr.
  */
@@ -283,6 +284,46 @@ static void test_fold(void)
 	CHECK(pp_totals_closed.v[PP_CNT_ring_waits] == 0, "untouched");
 }
 
+/* Closed pipes: folded into the totals; listed if bytes went in, up to PP_CLOSED_MAX. */
+static void test_fold_pipe(void)
+{
+	static struct pp_fd_report listed[PP_CLOSED_MAX];
+	struct pp_counters idle = { { 0 } }, used = { { 0 } };
+	uint64_t before = pp_totals_closed.v[PP_CNT_fallbacks], unlisted = 99;
+	size_t n;
+
+	idle.v[PP_CNT_fallbacks] = 1;
+	used.v[PP_CNT_bytes_passthrough] = 4000;
+	used.v[PP_CNT_writes_passthrough] = 4;
+	pp_stats_fold_pipe(1, "vmsplice", "created here", NULL, &idle);
+	pp_stats_fold_pipe(2, "passthrough", "spliced", "readers no longer known", &used);
+	n = pp_stats_closed(listed, &unlisted);
+	CHECK(pp_totals_closed.v[PP_CNT_fallbacks] == before + 1, "folded");
+	CHECK(n == 1 && unlisted == 0, "%zu listed, %llu unlisted", n, U(unlisted));
+	CHECK(n == 1 && listed[0].fd == -1 && listed[0].inode == 2 &&
+		      !strcmp(listed[0].path, "passthrough") &&
+		      !strcmp(listed[0].reason, "spliced") &&
+		      !strcmp(listed[0].last_fallback, "readers no longer known") &&
+		      listed[0].cnt.v[PP_CNT_bytes_passthrough] == 4000,
+	      "the pipe that carried bytes is listed as it was");
+	for (int i = 0; i < PP_CLOSED_MAX + 2; i++)
+		pp_stats_fold_pipe(100 + (uint64_t)i, "vmsplice", "created here", NULL, &used);
+	n = pp_stats_closed(listed, &unlisted);
+	CHECK(n == PP_CLOSED_MAX && unlisted == 3 && listed[PP_CLOSED_MAX - 1].inode == 100 + 254,
+	      "%zu listed, %llu unlisted", n, U(unlisted));
+
+	/* A fork child starts with nothing of its parent's. */
+	pp_stats_after_fork_child();
+	n = pp_stats_closed(listed, &unlisted);
+	CHECK(n == 0 && unlisted == 0 && pp_totals_closed.v[PP_CNT_bytes_passthrough] == 0 &&
+		      pp_latency_all.count == 0,
+	      "after fork: %zu listed, %llu unlisted", n, U(unlisted));
+	pp_stats_fold_pipe(5, "vmsplice", "created here", NULL, &used);
+	n = pp_stats_closed(listed, &unlisted);
+	CHECK(n == 1 && listed[0].inode == 5, "listing starts again");
+	pp_stats_after_fork_child();
+}
+
 /* ---- the report ---- */
 
 static const char *const counter_names[] = {
@@ -293,8 +334,8 @@ static const char *const counter_names[] = {
 
 static char buf[1 << 20];
 
-/* A process with one accelerated and one pass-through fd. */
-static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[2])
+/* A process with one accelerated and one pass-through fd, and a closed pipe. */
+static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[3])
 {
 	memset(&lat, 0, sizeof(lat));
 	for (int i = 0; i < 3; i++)
@@ -302,7 +343,7 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[2])
 	pp_latency_record(&lat, 1000);
 	pp_latency_record(&lat, 1000);
 
-	memset(fds, 0, 2 * sizeof(fds[0]));
+	memset(fds, 0, 3 * sizeof(fds[0]));
 	fds[0].fd = 1;
 	fds[0].inode = 123456789;
 	fds[0].write_end = 1;
@@ -315,7 +356,14 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[2])
 	fds[1].write_end = 0;
 	fds[1].path = "passthrough";
 	fds[1].reason = "readers unknown";
+	fds[1].last_fallback = "readers no longer known";
 	fds[1].cnt.v[PP_CNT_writes_passthrough] = 9;
+	fds[2].fd = -1;
+	fds[2].inode = 77;
+	fds[2].path = "passthrough";
+	fds[2].reason = "read end inherited across exec";
+	fds[2].last_fallback = "readers no longer known";
+	fds[2].cnt.v[PP_CNT_bytes_passthrough] = 5000;
 
 	memset(r, 0, sizeof(*r));
 	r->pid = 4242;
@@ -332,12 +380,15 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[2])
 	r->latency = &lat;
 	r->fds = fds;
 	r->nfds = 2;
+	r->closed = fds + 2;
+	r->nclosed = 1;
+	r->closed_unlisted = 3;
 }
 
 static void test_format(void)
 {
 	struct pp_stats_report r;
-	struct pp_fd_report fds[2];
+	struct pp_fd_report fds[3];
 	char key[64];
 	long n;
 
@@ -355,10 +406,10 @@ static void test_format(void)
 		     "\"trimmed_bytes\":18446744073709551614,\"pressure_episodes\":2},"
 		     "\"totals\":{"),
 	      "header: %s", buf);
-	/* Every counter: in the totals and in both fds, in PP_COUNTERS order. */
+	/* Every counter: in the totals, both fds and the closed pipe, in PP_COUNTERS order. */
 	for (int i = 0; i < PP_CNT_COUNT; i++) {
 		snprintf(key, sizeof(key), "\"%s\":", counter_names[i]);
-		CHECK(count_of(buf, key) == 3, "%s appears %u times", key, count_of(buf, key));
+		CHECK(count_of(buf, key) == 4, "%s appears %u times", key, count_of(buf, key));
 	}
 	CHECK(strstr(buf, "\"totals\":{\"writes_accelerated\":100,\"bytes_accelerated\":"
 			  "18446744073709551615,\"writes_passthrough\":111,"),
@@ -367,13 +418,22 @@ static void test_format(void)
 			  "\"max\":1000,\"buckets\":[[5,3],[1023,2]]},"),
 	      "latency: %s", buf);
 	CHECK(strstr(buf, "\"fds\":[{\"fd\":1,\"inode\":123456789,\"end\":\"write\",\"path\":"
-			  "\"vmsplice\",\"reason\":\"accelerated\",\"writes_accelerated\":100,"),
+			  "\"vmsplice\",\"reason\":\"accelerated\",\"last_fallback\":null,"
+			  "\"writes_accelerated\":100,"),
 	      "fd 1: %s", buf);
-	CHECK(strstr(buf, "},{\"fd\":7,\"inode\":42,\"end\":\"read\",\"path\":\"passthrough\","
-			  "\"reason\":\"readers unknown\",\"writes_accelerated\":0,"
-			  "\"bytes_accelerated\":0,\"writes_passthrough\":9,"),
+	CHECK(strstr(buf,
+		     "},{\"fd\":7,\"inode\":42,\"end\":\"read\",\"path\":\"passthrough\","
+		     "\"reason\":\"readers unknown\",\"last_fallback\":\"readers no longer known\","
+		     "\"writes_accelerated\":0,"
+		     "\"bytes_accelerated\":0,\"writes_passthrough\":9,"),
 	      "fd 7: %s", buf);
-	CHECK(strstr(buf, "\"efaults\":0}]}\n"), "end: %s", buf);
+	CHECK(strstr(buf,
+		     "\"efaults\":0}],\"closed_pipes\":[{\"inode\":77,\"path\":"
+		     "\"passthrough\",\"reason\":\"read end inherited across exec\","
+		     "\"last_fallback\":\"readers no longer known\",\"writes_accelerated\":0,"
+		     "\"bytes_accelerated\":0,\"writes_passthrough\":0,\"bytes_passthrough\":5000,"),
+	      "closed pipe: %s", buf);
+	CHECK(strstr(buf, "\"efaults\":0}],\"closed_pipes_unlisted\":3}\n"), "end: %s", buf);
 
 	/* Mode follows the configuration. */
 	pp_cfg.mode = PP_MODE_URING;
@@ -409,7 +469,7 @@ static void test_format_exact(void)
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);
 	sprintf(p, "},\"latency_ns\":{\"count\":0,\"avg\":0,\"p50\":0,\"p99\":0,\"max\":0,"
-		   "\"buckets\":[]},\"fds\":[]}\n");
+		   "\"buckets\":[]},\"fds\":[],\"closed_pipes\":[],\"closed_pipes_unlisted\":0}\n");
 	n = pp_stats_format(&r, buf, sizeof(buf));
 	CHECK(n == (long)strlen(want) && !strcmp(buf, want), "\n got  %s want %s", buf, want);
 	CHECK(json_line(buf), "empty report is JSON");
@@ -428,7 +488,7 @@ static void test_small_buffers(void)
 {
 	static char small[1 << 16];
 	struct pp_stats_report r;
-	struct pp_fd_report fds[2];
+	struct pp_fd_report fds[3];
 	long n, m;
 
 	make_report(&r, fds);
@@ -523,7 +583,7 @@ static void test_emit(void)
 	static char file[1 << 20], twice[2 << 20];
 	char dir[] = "/tmp/test-stats-XXXXXX", dest[256], path[512];
 	struct pp_stats_report r;
-	struct pp_fd_report fds[2];
+	struct pp_fd_report fds[3];
 	const char *err;
 	struct stat st;
 	long n;
@@ -640,6 +700,7 @@ int main(void)
 	test_quantiles();
 	test_record_threads();
 	test_fold();
+	test_fold_pipe();
 	test_format();
 	test_format_exact();
 	test_small_buffers();
