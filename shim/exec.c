@@ -59,6 +59,7 @@ static int for_each_open_fd(void (*fn)(int, void *), void *arg)
 struct inherited {
 	uint64_t inos[PP_EXEC_MAX_PIPES];
 	int n;
+	bool any_fd; /* close-on-exec fds count too (spawn file actions) */
 };
 
 static void mark_slot_unsafe(struct pp_shared *s)
@@ -74,7 +75,7 @@ static void note_inherited(int fd, void *arg)
 	struct pp_shared *s;
 	uint64_t ino;
 
-	if (fl < 0 || (fl & FD_CLOEXEC) || pp_sys_pipe_ino(fd, &ino))
+	if (fl < 0 || (!in->any_fd && (fl & FD_CLOEXEC)) || pp_sys_pipe_ino(fd, &ino))
 		return;
 	s = pp_reg_find(ino);
 	if (!s)
@@ -113,18 +114,24 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path ? path : "";
 }
 
-char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out)
+/*
+ * @spawn: the image will be a child posix_spawn() makes (this process
+ * stays), and with @any_fd its file actions may hand it any fd.
+ */
+static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out,
+		      bool spawn, bool any_fd)
 {
-	struct inherited in = { .n = 0 };
+	struct inherited in = { .n = 0, .any_fd = any_fd };
 	size_t k = 0;
 
 	x->charge.rec = -1;
 	x->charge.fd = -1;
 	x->released = false;
+	x->spawn = spawn;
 	if (!pp_active())
 		return (char **)envp;
 	if (for_each_open_fd(note_inherited, &in) ||
-	    pp_reg_exec_begin(&x->charge, base_name(path), in.inos, in.n)) {
+	    pp_reg_exec_begin(&x->charge, base_name(path), in.inos, in.n, spawn)) {
 		/* The new image cannot be described: what it gets turns plain. */
 		for (int i = 0; i < in.n; i++) {
 			struct pp_shared *s = pp_reg_find(in.inos[i]);
@@ -135,11 +142,11 @@ char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp
 		if (pp_in_vfork_child())
 			pp_fdt_for_each(mark_all, NULL); /* our table is the parent's */
 		else
-			pp_readers_before_exec(false);
+			pp_readers_before_exec(any_fd);
 		return (char **)envp;
 	}
-	/* A vfork child holds nothing of its own: the parent's holds stay. */
-	if (!pp_in_vfork_child()) {
+	/* A vfork child, or a spawning parent, keeps its holds. */
+	if (!spawn && !pp_in_vfork_child()) {
 		pp_pipes_exec_release();
 		x->released = true;
 	}
@@ -149,6 +156,28 @@ char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp
 	out[k++] = x->charge.env;
 	out[k] = NULL;
 	return out;
+}
+
+char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out)
+{
+	return prepare(x, path, envp, out, false, false);
+}
+
+char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
+			     char **out, bool any_fd)
+{
+	return prepare(x, path, envp, out, true, any_fd);
+}
+
+void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child)
+{
+	int saved = errno;
+
+	if (child > 0)
+		pp_reg_exec_spawned(&x->charge, child);
+	else
+		pp_reg_exec_failed(&x->charge);
+	errno = saved;
 }
 
 void pp_exec_failed(struct pp_exec_ctx *x)

@@ -284,20 +284,41 @@ PP_EXPORT int execle(const char *path, const char *arg, ...)
 	return execve(path, argv, envp);
 }
 
+/*
+ * posix_spawn runs its child's exec inside libc, out of our sight: the
+ * parent prepares the child's record and names it once the child exists.
+ */
+#define SPAWN_PREPARED(path, fa, envp, call)                                        \
+	({                                                                          \
+		struct pp_exec_ctx x_;                                              \
+		char *const *in_ = (envp);                                          \
+		char **env_ = alloca(pp_exec_env_slots(in_) * sizeof(char *));      \
+		pid_t child_ = -1;                                                  \
+		int r_;                                                             \
+		env_ = pp_exec_prepare_spawn(&x_, (path), in_, env_, (fa) != NULL); \
+		r_ = (call);                                                        \
+		pp_exec_spawned(&x_, r_ == 0 ? child_ : -1);                        \
+		if (r_ == 0 && pid)                                                 \
+			*pid = child_;                                              \
+		r_;                                                                 \
+	})
+
 PP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	/* File actions may dup2 any fd into the child, CLOEXEC or not. */
-	pp_readers_before_exec(fa != NULL);
-	return PP_REAL(posix_spawn) ? pp_real.posix_spawn(pid, path, fa, attr, argv, envp) : ENOSYS;
+	return SPAWN_PREPARED(path, fa, envp,
+			      PP_REAL(posix_spawn) ?
+				      pp_real.posix_spawn(&child_, path, fa, attr, argv, env_) :
+				      ENOSYS);
 }
 
 PP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	pp_readers_before_exec(fa != NULL);
-	return PP_REAL(posix_spawnp) ? pp_real.posix_spawnp(pid, file, fa, attr, argv, envp) :
-				       ENOSYS;
+	return SPAWN_PREPARED(file, fa, envp,
+			      PP_REAL(posix_spawnp) ?
+				      pp_real.posix_spawnp(&child_, file, fa, attr, argv, env_) :
+				      ENOSYS);
 }
 
 PP_EXPORT int system(const char *command)

@@ -113,7 +113,10 @@ static inline const char *pp_pipe_path(const struct pp_pipe *p, const char **why
 	if (!p->accel)
 		return "passthrough";
 	if (pp_pipe_unsafe(p)) {
-		if (!p->marked_here)
+		if (!__atomic_load_n(&p->sh->unsafe, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&p->sh->pending, __ATOMIC_ACQUIRE))
+			*why = "an exec'd holder has not confirmed (no libppipe there, yet or at all)";
+		else if (!p->marked_here)
 			*why = "readers no longer known (marked by another process)";
 		return "passthrough";
 	}

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define REG_MAGIC 0x3167657270697070ull /* "ppipreg1" */
 #define REG_VERSION 1
@@ -257,14 +258,22 @@ static struct pp_shared *slot_at(uint32_t i)
 /* ---- exec records ---- */
 
 /*
- * This process's start time (field 22 of /proc/self/stat, which exec
- * keeps) and command name (which exec sets). Returns 0 or -errno.
+ * A process's start time (field 22 of /proc/PID/stat, which exec keeps)
+ * and command name (which exec sets); @pid 0 is this process. Returns 0
+ * or -errno.
  */
-static int self_identity(uint64_t *start, char comm[16])
+static int proc_identity(long pid, uint64_t *start, char comm[16])
 {
-	char buf[1024], *p, *end;
-	long fd = PP_SYSCALL(SYS_open, "/proc/self/stat", O_RDONLY | O_CLOEXEC), n;
+	char buf[1024], path[48] = "/proc/", *p, *end;
+	long fd, n;
 	int field;
+
+	if (pid)
+		pp_utoa((unsigned long)pid, path + 6);
+	else
+		memcpy(path + 6, "self", 5);
+	memcpy(path + strlen(path), "/stat", 6);
+	fd = PP_SYSCALL(SYS_open, path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return (int)fd;
@@ -292,6 +301,11 @@ static int self_identity(uint64_t *start, char comm[16])
 	return 0;
 }
 
+static int self_identity(uint64_t *start, char comm[16])
+{
+	return proc_identity(0, start, comm);
+}
+
 static void rec_uncharge(struct exec_rec *r, uint32_t n)
 {
 	for (uint32_t i = 0; i < n && i < PP_EXEC_MAX_PIPES; i++) {
@@ -304,7 +318,8 @@ static void rec_uncharge(struct exec_rec *r, uint32_t n)
 	}
 }
 
-int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t *inos, int n)
+int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t *inos, int n,
+		      bool for_child)
 {
 	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
 	struct exec_rec *r = NULL;
@@ -320,7 +335,7 @@ int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t
 		return -ENOENT;
 	if (n > PP_EXEC_MAX_PIPES)
 		return -E2BIG;
-	if ((ret = self_identity(&start, own)))
+	if (!for_child && (ret = self_identity(&start, own)))
 		return ret;
 	/* The registry fd the new image maps: inherited, so not close-on-exec. */
 	fd = inheritable_fd();
@@ -343,8 +358,9 @@ int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t
 		return -ENOSPC;
 	}
 	if (r) {
-		r->pid = (int32_t)PP_SYSCALL(SYS_getpid);
-		r->starttime = start;
+		/* A spawned child's pid and start time come once it exists. */
+		r->pid = for_child ? 0 : (int32_t)PP_SYSCALL(SYS_getpid);
+		r->starttime = for_child ? 0 : start;
 		memset(r->comm, 0, sizeof(r->comm));
 		strncpy(r->comm, comm, sizeof(r->comm) - 1);
 		r->n = 0;
@@ -381,20 +397,46 @@ void pp_reg_exec_failed(struct pp_exec_charge *c)
 	c->fd = -1;
 }
 
-void pp_reg_exec_claim(void)
+void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid)
 {
 	uint64_t start;
 	char comm[16];
-	int32_t pid = (int32_t)PP_SYSCALL(SYS_getpid);
 
-	if (!reg || self_identity(&start, comm))
-		return;
+	if (c->rec >= 0 && (uint32_t)c->rec < REG_RECS && reg &&
+	    !proc_identity(pid, &start, comm)) {
+		struct exec_rec *r = &recs()[c->rec];
+
+		/* The start time first: the child takes the record by its pid. */
+		__atomic_store_n(&r->starttime, start, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->pid, (int32_t)pid, __ATOMIC_RELEASE);
+	}
+	/* A child that exited at once leaves its record unclaimed: plain. */
+	if (c->fd >= 0)
+		pp_sys_close(c->fd);
+	c->rec = -1;
+	c->fd = -1;
+}
+
+/*
+ * Looks for this process's record once. Returns 1 when found (and the
+ * charges are lifted), 2 when a spawned child's record of our name is
+ * not filled in yet, 0 otherwise.
+ */
+static int claim_once(int32_t pid, uint64_t start, const char comm[16])
+{
+	int unfilled = 0;
+
 	for (uint32_t i = 0; i < REG_RECS; i++) {
 		struct exec_rec *r = &recs()[i];
 		uint64_t nonce = __atomic_load_n(&r->nonce, __ATOMIC_ACQUIRE);
+		int32_t rpid;
 
-		if (!nonce || nonce == UINT64_MAX || r->pid != pid || r->starttime != start ||
-		    memcmp(r->comm, comm, sizeof(comm)))
+		if (!nonce || nonce == UINT64_MAX || memcmp(r->comm, comm, 16))
+			continue;
+		rpid = __atomic_load_n(&r->pid, __ATOMIC_ACQUIRE);
+		if (!rpid)
+			unfilled = 2;
+		if (rpid != pid || __atomic_load_n(&r->starttime, __ATOMIC_ACQUIRE) != start)
 			continue;
 		/* Ours: lift the charges once, whoever else looks. */
 		if (!__atomic_compare_exchange_n(&r->nonce, &nonce, UINT64_MAX, false,
@@ -402,7 +444,27 @@ void pp_reg_exec_claim(void)
 			continue;
 		rec_uncharge(r, __atomic_load_n(&r->n, __ATOMIC_RELAXED));
 		__atomic_store_n(&r->nonce, 0, __ATOMIC_RELEASE);
+		return 1;
 	}
+	return unfilled;
+}
+
+void pp_reg_exec_claim(void)
+{
+	struct timespec pause = { 0, 200000 };
+	uint64_t start;
+	char comm[16];
+	int32_t pid = (int32_t)PP_SYSCALL(SYS_getpid);
+
+	if (!reg || self_identity(&start, comm))
+		return;
+	/*
+	 * A posix_spawn() parent fills in its child's pid when the spawn
+	 * returns, which may be just after the child got here: wait for it,
+	 * 200 ms at most.
+	 */
+	for (int i = 0; i < 1000 && claim_once(pid, start, comm) == 2; i++)
+		PP_SYSCALL(SYS_nanosleep, &pause, NULL);
 }
 
 /* ---- joining at start-up ---- */

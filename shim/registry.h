@@ -64,13 +64,18 @@ struct pp_exec_charge {
 	char env[32];
 };
 /*
- * @pid: the process that will be the new image, or 0 for this one.
  * @comm: the name the kernel will give it (basename of the path).
  * @inos/@n: the pipes whose ends the image gets. Returns 0, or -errno when
  * the exec cannot be described (the caller then marks the pipes unsafe).
  */
-int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t *inos, int n);
+int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t *inos, int n,
+		      bool for_child);
 void pp_reg_exec_failed(struct pp_exec_charge *c);
+/*
+ * With @for_child (posix_spawn: the image is a child not made yet), the
+ * record names the child once it exists: pp_reg_exec_spawned(c, pid).
+ */
+void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid);
 
 /*
  * In the new image, after taking over its pipe ends: lifts the charges of

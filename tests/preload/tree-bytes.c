@@ -5,15 +5,16 @@
  * PPIPE_THP=off.
  *
  *   pipe D: its read end goes to a spawned "true" (posix_spawn, no file
- *           actions): plain, "read end inherited across exec"; 2 writes
- *           of 20000 bytes, passed through
+ *           actions) whose environment drops LD_PRELOAD: it never runs
+ *           libppipe, so the pipe stays plain; 2 writes of 20000 bytes,
+ *           passed through
  *   pipe A: 1 MiB, written by a fork child in one write into the empty
  *           1 MiB pipe (a fresh ring takes all of it): 1 MiB accelerated
  *   pipe B: 100 writes of 1000 bytes, read by a fork child: passed
  *           through, "writes below PPIPE_MIN_WRITE"
  *   pipe C: non-blocking, 3 writes of 20000 bytes: passed through,
  *           "non-blocking write end"
- * Processes: this one, the spawned true, the writer of A, the reader of B.
+ * Processes that report: this one, the writer of A, the reader of B.
  * Exits 77 when a pipe cannot be made 1 MiB large.
  */
 #include <errno.h>
@@ -53,13 +54,17 @@ static void wait_ok(pid_t pid)
 
 int main(void)
 {
-	char *argv[] = { "true", NULL };
-	int a[2], b[2], c[2], d[2];
+	char *argv[] = { "true", NULL }, *env[64];
+	int a[2], b[2], c[2], d[2], n = 0;
 	pid_t pid;
 
+	for (char **e = environ; *e && n < 63; e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11))
+			env[n++] = *e;
+	env[n] = NULL;
 	if (pipe2(d, O_CLOEXEC) || fcntl(d[0], F_SETFD, 0))
 		die("pipe D");
-	if (posix_spawnp(&pid, "true", NULL, NULL, argv, environ))
+	if (posix_spawnp(&pid, "true", NULL, NULL, argv, env))
 		die("posix_spawnp true");
 	wait_ok(pid);
 	write_n(d[1], 20000, 2);
