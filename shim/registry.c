@@ -380,6 +380,12 @@ int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t
 	c->fd = (int)fd;
 	memcpy(c->env, REG_VAR, sizeof(REG_VAR) - 1);
 	pp_utoa((unsigned long)fd, c->env + sizeof(REG_VAR) - 1);
+	if (c->rec >= 0) {
+		size_t k = strlen(c->env);
+
+		c->env[k] = ':';
+		pp_utoa((unsigned long)c->rec, c->env + k + 1);
+	}
 	return 0;
 }
 
@@ -417,36 +423,33 @@ void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid)
 	c->fd = -1;
 }
 
+/* The record the exec that made this image named (PPIPE_REGISTRY=fd:rec). */
+static int32_t joined_rec = -1;
+
 /*
- * Looks for this process's record once. Returns 1 when found (and the
- * charges are lifted), 2 when a spawned child's record of our name is
- * not filled in yet, 0 otherwise.
+ * Tries to claim record @r for this process once. Returns 1 when it was
+ * ours (the charges are lifted), 2 when it is a spawned child's record
+ * whose pid is not filled in yet, 0 when it is not ours.
  */
-static int claim_once(int32_t pid, uint64_t start, const char comm[16])
+static int claim_once(struct exec_rec *r, int32_t pid, uint64_t start, const char comm[16])
 {
-	int unfilled = 0;
+	uint64_t nonce = __atomic_load_n(&r->nonce, __ATOMIC_ACQUIRE);
+	int32_t rpid;
 
-	for (uint32_t i = 0; i < REG_RECS; i++) {
-		struct exec_rec *r = &recs()[i];
-		uint64_t nonce = __atomic_load_n(&r->nonce, __ATOMIC_ACQUIRE);
-		int32_t rpid;
-
-		if (!nonce || nonce == UINT64_MAX || memcmp(r->comm, comm, 16))
-			continue;
-		rpid = __atomic_load_n(&r->pid, __ATOMIC_ACQUIRE);
-		if (!rpid)
-			unfilled = 2;
-		if (rpid != pid || __atomic_load_n(&r->starttime, __ATOMIC_ACQUIRE) != start)
-			continue;
-		/* Ours: lift the charges once, whoever else looks. */
-		if (!__atomic_compare_exchange_n(&r->nonce, &nonce, UINT64_MAX, false,
-						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			continue;
-		rec_uncharge(r, __atomic_load_n(&r->n, __ATOMIC_RELAXED));
-		__atomic_store_n(&r->nonce, 0, __ATOMIC_RELEASE);
-		return 1;
-	}
-	return unfilled;
+	if (!nonce || nonce == UINT64_MAX || memcmp(r->comm, comm, 16))
+		return 0;
+	rpid = __atomic_load_n(&r->pid, __ATOMIC_ACQUIRE);
+	if (!rpid)
+		return 2;
+	if (rpid != pid || __atomic_load_n(&r->starttime, __ATOMIC_ACQUIRE) != start)
+		return 0;
+	/* Ours: lift the charges once, whoever else looks. */
+	if (!__atomic_compare_exchange_n(&r->nonce, &nonce, UINT64_MAX, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return 0;
+	rec_uncharge(r, __atomic_load_n(&r->n, __ATOMIC_RELAXED));
+	__atomic_store_n(&r->nonce, 0, __ATOMIC_RELEASE);
+	return 1;
 }
 
 void pp_reg_exec_claim(void)
@@ -456,14 +459,15 @@ void pp_reg_exec_claim(void)
 	char comm[16];
 	int32_t pid = (int32_t)PP_SYSCALL(SYS_getpid);
 
-	if (!reg || self_identity(&start, comm))
+	if (!reg || joined_rec < 0 || (uint32_t)joined_rec >= REG_RECS ||
+	    self_identity(&start, comm))
 		return;
 	/*
 	 * A posix_spawn() parent fills in its child's pid when the spawn
 	 * returns, which may be just after the child got here: wait for it,
 	 * 200 ms at most.
 	 */
-	for (int i = 0; i < 1000 && claim_once(pid, start, comm) == 2; i++)
+	for (int i = 0; i < 1000 && claim_once(&recs()[joined_rec], pid, start, comm) == 2; i++)
 		PP_SYSCALL(SYS_nanosleep, &pause, NULL);
 }
 
@@ -481,10 +485,19 @@ int pp_reg_join(char **envp)
 			v = *e + sizeof(REG_VAR) - 1;
 	if (!v || !*v)
 		return -ENOENT;
-	for (; *v; v++) {
+	for (; *v && *v != ':'; v++) {
 		if (*v < '0' || *v > '9' || fd > (1 << 20))
 			return -EINVAL;
 		fd = fd * 10 + (*v - '0');
+	}
+	if (*v == ':') {
+		long rec = 0;
+
+		for (v++; *v >= '0' && *v <= '9' && rec < REG_RECS; v++)
+			rec = rec * 10 + (*v - '0');
+		if (*v || rec >= REG_RECS)
+			return -EINVAL;
+		joined_rec = (int32_t)rec;
 	}
 	/* Only a memfd of exactly our size and layout is taken. */
 	if (PP_SYSCALL(SYS_fstat, (int)fd, &st) || !S_ISREG(st.st_mode) ||

@@ -5,7 +5,8 @@
  * across fork and across exec (DESIGN.md 3).
  *
  * It is a memfd. Fork children share its mapping; an exec passes it on as
- * an fd whose number travels in PPIPE_REGISTRY, and the new image maps it
+ * an fd whose number (and the exec's record) travels in PPIPE_REGISTRY,
+ * and the new image maps it
  * again when libppipe starts in it. It holds, per pipe inode, one struct
  * pp_shared, and a table of exec records: before an exec that hands pipe
  * ends to a new program image, the exec'ing process charges each such
@@ -61,7 +62,7 @@ int pp_reg_join(char **envp);
 struct pp_exec_charge {
 	int rec; /* record index, or -1 */
 	int fd; /* the inherited registry fd, or -1 */
-	char env[32];
+	char env[48]; /* PPIPE_REGISTRY=<fd>[:<record>] */
 };
 /*
  * @comm: the name the kernel will give it (basename of the path).
