@@ -31,6 +31,20 @@ r = subprocess.run(["cat", sys.argv[1]], stdout=subprocess.PIPE, check=True)
 print(hashlib.sha256(r.stdout).hexdigest())
 """
 
+PY_STDIN = """
+import subprocess, sys
+p = subprocess.Popen(["sha256sum"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+with open(sys.argv[1], "rb") as f:
+    while True:
+        d = f.read(1 << 20)
+        if not d:
+            break
+        p.stdin.write(d)
+p.stdin.close()
+print(p.stdout.read().decode().split()[0])
+p.wait()
+"""
+
 PY_SPAWN = """
 import hashlib, os, sys
 r, w = os.pipe()
@@ -145,6 +159,8 @@ def main():
             ("sh: 3 stages", ["sh", "-c", f"cat {data} | cat | sha256sum"], 90, 100),
             ("sh: 4 stages", ["sh", "-c", f"cat {data} | cat | cat | sha256sum"], 90, 100),
             ("python subprocess", [py, "-c", PY_SUBPROCESS, data], 90, 100),
+            ("python subprocess, writing to the child's stdin", [py, "-c", PY_STDIN, data],
+             90, 100),
             ("python os.posix_spawnp with file actions", [py, "-c", PY_SPAWN, data], 90, 100),
             ("the writer execs (sh -c 'exec cat')",
              ["sh", "-c", f"sh -c 'exec cat {data}' | sha256sum"], 90, 100),
