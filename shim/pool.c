@@ -129,7 +129,6 @@ void *pp_pool_map(size_t len, bool huge)
 	madvise(p, len, MADV_DONTFORK);
 	madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	bind_node(p, len, pp_numa_node());
-	pp_populate(p, len);
 	while (now > peak && !__atomic_compare_exchange_n(&pool_peak, &peak, now, true,
 							  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;

@@ -12,9 +12,12 @@
 #include <stdint.h>
 
 /*
- * Maps @len bytes (a page multiple), faulted in. With @huge the mapping
- * starts on a 2 MiB boundary and asks for transparent huge pages. NULL if
- * over the cap or out of memory.
+ * Maps @len bytes (a page multiple). With @huge the mapping starts on a
+ * 2 MiB boundary and asks for transparent huge pages. NULL if over the
+ * cap or out of memory. Pages are faulted in by their first use, so a
+ * ring is resident only as far as the pipe's traffic has reached: the
+ * engine copies into a region before it vmsplice()s it, so the fault is
+ * taken in that copy, outside any kernel lock, never under pipe->mutex.
  */
 void *pp_pool_map(size_t len, bool huge);
 /*

@@ -239,7 +239,7 @@ static void check_defaults(const char *what)
 	CHECK(!pp_cfg.debug && !pp_cfg.verbose, "%s: debug/verbose", what);
 	CHECK(pp_cfg.ring_size == 0, "%s: ring_size", what);
 	CHECK(pp_cfg.pool_max == 64 << 20, "%s: pool_max", what);
-	CHECK(pp_cfg.pool_keep == 128 << 10, "%s: pool_keep", what);
+	CHECK(pp_cfg.pool_keep == 8 << 10, "%s: pool_keep", what);
 	CHECK(pp_cfg.idle_ms == 1000, "%s: idle_ms", what);
 	CHECK(pp_cfg.numa_node == -1, "%s: numa_node", what);
 	CHECK(pp_cfg.thp == PP_THP_AUTO, "%s: thp", what);
@@ -381,7 +381,7 @@ static void test_bad_values(void)
 		{ "PPIPE_POOL_MAX=65G",
 		  "PPIPE_POOL_MAX=65G is not a size between 1048576 and 68719476736; using 67108864" },
 		{ "PPIPE_POOL_KEEP=2G",
-		  "PPIPE_POOL_KEEP=2G is not a size between 0 and 1073741824; using 131072" },
+		  "PPIPE_POOL_KEEP=2G is not a size between 0 and 1073741824; using 8192" },
 		{ "PPIPE_RING_SIZE=1k",
 		  "PPIPE_RING_SIZE=1k is not 0 or a size between 65536 and 268435456; using 0" },
 		{ "PPIPE_RING_SIZE=512M",
@@ -603,7 +603,7 @@ static void test_dump(void)
 		"PPIPE_VERBOSE=1  # ",
 		"PPIPE_RING_SIZE=0  # ",
 		"PPIPE_POOL_MAX=1073741824  # ",
-		"PPIPE_POOL_KEEP=131072  # ",
+		"PPIPE_POOL_KEEP=8192  # ",
 		"PPIPE_IDLE_MS=1000  # ",
 		"PPIPE_NUMA_NODE=2  # ",
 		"PPIPE_PSI=10  # ",
