@@ -156,7 +156,8 @@ static int op_pin(struct write_op *op)
 
 	if (op->pin >= 0)
 		return 0;
-	pin = pp_sys_fcntl(op->fd, F_DUPFD_CLOEXEC, (unsigned long)pp_fdt_spare_base());
+	pin = pp_fault(PP_FAULT_DUPFD) ?:
+		      pp_sys_fcntl(op->fd, F_DUPFD_CLOEXEC, (unsigned long)pp_fdt_spare_base());
 	if (pin == -EINVAL)
 		pin = pp_sys_fcntl(op->fd, F_DUPFD_CLOEXEC, 0); /* a lowered soft limit */
 	if (pin < 0)
@@ -337,8 +338,13 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 				*vflags = 0; /* nothing moved yet: the kernel's own wait */
 				continue;
 			}
-		} else if (!op->done && !op->pushed && (n == -EBADF || n == -EINVAL)) {
-			return PP_DECLINE; /* not a pipe after all (nothing moved) */
+		} else if (!op->done && !op->pushed &&
+			   (n == -EBADF || n == -EINVAL || n == -ENOMEM || n == -EFAULT)) {
+			/*
+			 * Nothing moved: not a pipe after all, or the kernel
+			 * could not take our pages; the real call decides.
+			 */
+			return PP_DECLINE;
 		}
 		/* EINTR, EPIPE (SIGPIPE already raised once), EAGAIN, ENOMEM... */
 		return n ? n : -EIO;

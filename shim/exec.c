@@ -216,7 +216,7 @@ static void adopt_fd(int fd, void *arg)
 	if (!p) {
 		if (a->n == (int)(sizeof(a->seen) / sizeof(a->seen[0])) || !pp_reg_find(ino))
 			return;
-		cap = pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
+		cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
 		p = pp_pipe_adopt(ino, cap > 0 ? (int)cap : 0);
 		if (!p)
 			return;

@@ -33,7 +33,7 @@ static void track_new_pipe(const int fds[2], int flags)
 		return;
 	if (pp_sys_pipe_ino(fds[1], &ino))
 		return;
-	cap = pp_sys_fcntl(fds[1], F_GETPIPE_SZ, 0);
+	cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fds[1], F_GETPIPE_SZ, 0);
 	p = pp_pipe_new(ino, true, cap > 0 ? (int)cap : 0);
 	if (!p)
 		return;

@@ -5,6 +5,7 @@
 #include "engine.h"
 #include "exec.h"
 #include "explain.h"
+#include "fault.h"
 #include "faultguard.h"
 #include "fdtable.h"
 #include "log.h"
@@ -210,6 +211,8 @@ void pp_stats_report_fd(int fd)
 
 static void at_exit(void)
 {
+	if (pp_fault_armed)
+		pp_fault_report();
 	pp_stats_report_now();
 	/* This image's registry holds end with it (an exec's were handed on). */
 	pp_pipes_exec_release();
@@ -234,6 +237,7 @@ __attribute__((constructor(101))) static void pp_init(void)
 {
 	pp_real_bind();
 	pp_config_load(environ);
+	pp_fault_init(environ);
 	if (pp_cfg.verbose)
 		pp_config_dump(2);
 	if (pp_cfg.mode == PP_MODE_OFF) {

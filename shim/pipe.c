@@ -138,7 +138,12 @@ static struct pp_pipe *pipe_new(uint64_t ino, struct pp_shared *sh, bool created
 
 struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
 {
-	return pipe_new(ino, created_here ? pp_reg_get(ino, true) : NULL, created_here, capacity);
+	struct pp_shared *sh = NULL;
+
+	/* Without a registry slot nothing could follow it across exec: plain. */
+	if (created_here && !(sh = pp_reg_get(ino, true)))
+		return NULL;
+	return pipe_new(ino, sh, created_here, capacity);
 }
 
 struct pp_pipe *pp_pipe_adopt(uint64_t ino, int capacity)

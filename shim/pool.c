@@ -2,6 +2,7 @@
 #include "pool.h"
 
 #include "config.h"
+#include "fault.h"
 #include "log.h"
 
 #include <errno.h>
@@ -95,8 +96,9 @@ bool pp_pool_huge(size_t size)
 char *pp_map_aligned(size_t len, bool huge)
 {
 	size_t extra = huge ? HUGE_SIZE : 0, head;
-	char *p =
-		mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = pp_fault(PP_FAULT_MMAP) ? MAP_FAILED :
+					    mmap(NULL, len + extra, PROT_READ | PROT_WRITE,
+						 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED || !huge)
 		return p;

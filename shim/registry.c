@@ -6,6 +6,7 @@
  */
 #include "registry.h"
 
+#include "fault.h"
 #include "fdtable.h"
 #include "pipe.h"
 #include "sys.h"
@@ -199,7 +200,7 @@ struct pp_shared *pp_reg_get(uint64_t ino, bool create)
 			return s;
 		return NULL;
 	}
-	if (!create || !ino || ino == REG_TOMB)
+	if (!create || !ino || ino == REG_TOMB || pp_fault(PP_FAULT_REGISTRY))
 		return NULL;
 	if (!h && !(h = reg_create()))
 		return NULL;

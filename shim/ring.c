@@ -198,8 +198,8 @@ long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, uint64_t ino, uint32
 	if (!verify_identity(r, fd, ino, checks))
 		return PP_RING_MOVED;
 	checks->fionread++;
-	if (pp_sys_ioctl(fd, FIONREAD, &queued) == 0 && queued >= 0 &&
-	    (uint64_t)queued <= r->pushed_bytes - newest_bytes)
+	if (!pp_fault(PP_FAULT_FIONREAD) && pp_sys_ioctl(fd, FIONREAD, &queued) == 0 &&
+	    queued >= 0 && (uint64_t)queued <= r->pushed_bytes - newest_bytes)
 		return (long)off;
 	return PP_RING_BUSY;
 }

@@ -6,6 +6,8 @@
 #ifndef PP_SYS_H
 #define PP_SYS_H
 
+#include "fault.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,6 +33,10 @@ static inline long pp_sys_fcntl(int fd, int cmd, unsigned long arg)
 
 static inline long pp_sys_vmsplice(int fd, const struct iovec *iov, size_t n, unsigned int flags)
 {
+	int f = pp_fault(PP_FAULT_VMSPLICE);
+
+	if (f)
+		return f;
 	return PP_SYSCALL(SYS_vmsplice, fd, iov, n, flags);
 }
 

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Faults on purpose, for the test suite: PPIPE_TEST_FAULT makes chosen
+ * calls fail, so that every failure path of libppipe can be shown to end
+ * in a correct result. Off (the variable unset), a site costs one load of
+ * a flag that is never set.
+ *
+ *   PPIPE_TEST_FAULT=SITE:ERRNO:N[,SITE:ERRNO:N...]
+ *
+ * fails every N-th call of SITE with ERRNO (a number, or ENOMEM, EFAULT,
+ * EAGAIN, EMFILE, EINVAL, EBADF, EIO). Sites: vmsplice, mmap (ring
+ * memory), getpipesz (F_GETPIPE_SZ), fionread, dupfd (the write's hold on
+ * its file), registry (a new registry slot: the registry is full).
+ */
+#ifndef PP_FAULT_H
+#define PP_FAULT_H
+
+#include "compiler.h"
+
+#include <stdbool.h>
+
+enum pp_fault_site {
+	PP_FAULT_VMSPLICE,
+	PP_FAULT_MMAP,
+	PP_FAULT_GETPIPESZ,
+	PP_FAULT_FIONREAD,
+	PP_FAULT_DUPFD,
+	PP_FAULT_REGISTRY,
+	PP_FAULT_SITES
+};
+
+extern int pp_fault_armed;
+
+/* Reads PPIPE_TEST_FAULT from @envp (start-up). */
+void pp_fault_init(char *const *envp);
+/* One stderr line per armed site: how many calls failed of how many. */
+void pp_fault_report(void);
+/* Whether this call of @site fails; if so, its errno in @err. */
+bool pp_fault_hit(enum pp_fault_site site, int *err);
+
+/* -errno when this call of @site is to fail, else 0. */
+static inline int pp_fault(enum pp_fault_site site)
+{
+	int err;
+
+	if (likely(!__atomic_load_n(&pp_fault_armed, __ATOMIC_RELAXED)))
+		return 0;
+	return pp_fault_hit(site, &err) ? -err : 0;
+}
+
+#endif
