@@ -13,12 +13,18 @@
  * a number of times that depends on timing, so the transcript says only
  * that it ran, that every one of its writes was full, and that both pipes'
  * readers got exactly what was written, intact.
+ *
+ * Storm mode (T_STORM_US=50 in the environment): the timer fires every 50
+ * us instead, the handler writes 5000 and 20000 bytes, and with
+ * T_NO_RESTART=1 it is installed without SA_RESTART, so the main writes
+ * see EINTR and partial counts as well.
  */
 #include "helpers.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/time.h>
@@ -26,8 +32,7 @@
 #include <unistd.h>
 
 #define MAIN_TOTAL (16 * T_MIB)
-#define H_A 70000
-#define H_B 100000
+static size_t H_A = 70000, H_B = 100000;
 #define SEED_B 1400
 
 static int fd_a = -1, fd_b = -1;
@@ -46,11 +51,11 @@ static void handler(int sig)
 	}
 	runs++;
 	t_tag_fill(hbuf_a, H_A, 1, hpos_a);
-	if (t_write_all(fd_a, hbuf_a, H_A) != H_A)
+	if (t_write_all(fd_a, hbuf_a, H_A) != (ssize_t)H_A)
 		short_writes++;
 	hpos_a += H_A;
 	t_fill(hbuf_b, H_B, SEED_B, hpos_b);
-	if (t_write_all(fd_b, hbuf_b, H_B) != H_B)
+	if (t_write_all(fd_b, hbuf_b, H_B) != (ssize_t)H_B)
 		short_writes++;
 	hpos_b += H_B;
 	errno = saved;
@@ -100,8 +105,15 @@ int main(void)
 	fd_a = a[1];
 	fd_b = b[1];
 
-	t_sigaction(SIGALRM, handler, true);
-	struct itimerval it = { { 0, 2000 }, { 0, 2000 } };
+	const char *storm = getenv("T_STORM_US");
+	long us = storm ? atol(storm) : 2000;
+
+	if (storm) {
+		H_A = 5000;
+		H_B = 20000;
+	}
+	t_sigaction(SIGALRM, handler, !getenv("T_NO_RESTART"));
+	struct itimerval it = { { 0, us }, { 0, us } };
 
 	if (setitimer(ITIMER_REAL, &it, NULL))
 		t_die("setitimer");
@@ -136,12 +148,14 @@ int main(void)
 	t_log("handler ran: %s; its writes all full: %s", n > 0 ? "yes" : "no",
 	      short_writes ? "NO" : "yes");
 	t_check(n > 0 && !short_writes, "handler runs=%d short=%d", n, (int)short_writes);
+	fprintf(stderr, "diff-sighandler: the handler ran %d times, main's writes cut %llu times\n",
+		n, (unsigned long long)partial);
 	bool ok0 = rep->done && rep->d.pos[0] == MAIN_TOTAL &&
 		   rep->d.fnv[0] == t_tag_fnv(0, MAIN_TOTAL);
 	bool ok1 = rep->done && rep->d.pos[1] == hpos_a && rep->d.fnv[1] == t_tag_fnv(1, hpos_a);
 
 	t_log("pipe A (reader %s): main's bytes=%llu fnv=%016llx %s; handler's bytes == runs x "
-	      "%d: %s, stream %s; bad=%llu foreign=%llu",
+	      "%zu: %s, stream %s; bad=%llu foreign=%llu",
 	      t_status(st), (unsigned long long)rep->d.pos[0], (unsigned long long)rep->d.fnv[0],
 	      ok0 ? "ok" : "BAD", H_A, rep->d.pos[1] == (uint64_t)n * H_A ? "yes" : "NO",
 	      ok1 ? "ok" : "BAD", (unsigned long long)rep->d.bad,
@@ -153,7 +167,7 @@ int main(void)
 	bool okb = WIFEXITED(stb) && rb.res->done && !rb.res->err && rb.res->bytes == hpos_b &&
 		   rb.res->first_bad == UINT64_MAX;
 
-	t_log("pipe B: reader got exactly the handler's runs x %d bytes, intact: %s", H_B,
+	t_log("pipe B: reader got exactly the handler's runs x %zu bytes, intact: %s", H_B,
 	      okb ? "yes" : "NO");
 	t_check(okb, "pipe B: read %llu, wrote %llu, first bad %llu",
 		(unsigned long long)rb.res->bytes, (unsigned long long)hpos_b,
