@@ -8,13 +8,20 @@
  * them apart, and each writer's stream must arrive whole, in order and
  * unaltered. Runs with or without libppipe; exits T_EXIT_FAIL on damage.
  *
- * usage: storm-threads [SECONDS]   (3 by default)
+ * With "spawn", the pipes are inheritable and one more thread forks
+ * children that exit at once, forks children that exec /bin/true, and
+ * posix_spawn()s /bin/true, all the while: every child holds every pipe
+ * end for a moment, and the exec'd ones hand them to a new image.
+ *
+ * usage: storm-threads [SECONDS [spawn]]   (3 seconds by default)
  */
 #include "helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,8 @@ struct pipe_state {
 
 static struct pipe_state pipes[PIPES];
 static volatile int stop;
+static uint64_t forks, execs, spawns;
+extern char **environ;
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -137,17 +146,53 @@ static void *chaos(void *arg)
 	return NULL;
 }
 
+static void reap(pid_t pid)
+{
+	if (pid < 0)
+		t_die("fork");
+	t_wait(pid);
+}
+
+/* Children that come and go while the writers write. */
+static void *spawner(void *arg)
+{
+	char *argv[] = { "true", NULL };
+
+	(void)arg;
+	while (!stop) {
+		pid_t pid = fork();
+
+		if (!pid)
+			_exit(0);
+		reap(pid);
+		forks++;
+		pid = fork();
+		if (!pid) {
+			execve("/bin/true", argv, environ);
+			_exit(127);
+		}
+		reap(pid);
+		execs++;
+		if (posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ))
+			t_die("posix_spawn");
+		reap(pid);
+		spawns++;
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3;
-	pthread_t w[WRITERS], r[READERS], c;
+	bool spawn = argc > 2 && !strcmp(argv[2], "spawn");
+	pthread_t w[WRITERS], r[READERS], c, sp;
 	struct timespec run = { (time_t)secs, (long)((secs - (time_t)secs) * 1e9) };
 
 	t_init("storm-threads");
 	for (int i = 0; i < PIPES; i++) {
 		int p[2];
 
-		t_pipe(p, O_CLOEXEC);
+		t_pipe(p, spawn ? 0 : O_CLOEXEC);
 		pipes[i].rfd = p[0];
 		pipes[i].wfd = p[1];
 		pipes[i].wdup = dup(p[1]);
@@ -163,9 +208,17 @@ int main(int argc, char **argv)
 			t_die("pthread_create");
 	if (pthread_create(&c, NULL, chaos, NULL))
 		t_die("pthread_create");
+	if (spawn && pthread_create(&sp, NULL, spawner, NULL))
+		t_die("pthread_create");
 	nanosleep(&run, NULL);
 	stop = 1;
 	pthread_join(c, NULL);
+	if (spawn) {
+		pthread_join(sp, NULL);
+		fprintf(stderr, "storm-threads: %llu forks, %llu fork+execs, %llu spawns\n",
+			(unsigned long long)forks, (unsigned long long)execs,
+			(unsigned long long)spawns);
+	}
 	for (int i = 0; i < WRITERS; i++)
 		pthread_join(w[i], NULL);
 	for (int i = 0; i < PIPES; i++) {
