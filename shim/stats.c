@@ -584,10 +584,15 @@ void pp_stats_emit(const char *dest, const struct pp_stats_report *r)
 		pp_warn("PPIPE_STATS: the path is too long; no statistics written");
 		goto out;
 	}
-	fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-			  0644);
+	/*
+	 * Non-blocking, so that a FIFO nobody reads never holds the process
+	 * at exit (ENXIO); a report fits in a pipe that somebody does read.
+	 */
+	fd = (int)syscall(SYS_openat, AT_FDCWD, path,
+			  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
 	if (fd < 0) {
-		pp_warn("PPIPE_STATS: cannot open %s: %s", path, pp_strerror(errno));
+		pp_warn("PPIPE_STATS: cannot open %s: %s", path,
+			errno == ENXIO ? "a FIFO nobody reads" : pp_strerror(errno));
 		goto out;
 	}
 	pp_stats_write(fd, path, r);
