@@ -15,9 +15,10 @@
  *       libppipe's (exitlate.c) calls _exit(5): the report must not be
  *       written twice.
  *   exit-report signal
- *       exit(0) blocks inside the report (PPIPE_STATS names a FIFO nobody
- *       reads); SIGALRM's handler calls _exit(3), which must not wait for
- *       the report its own thread holds.
+ *       exit(0) with PPIPE_STATS naming a FIFO nobody reads: the report
+ *       must not wait for a reader. If it did, SIGALRM's handler would end
+ *       the process with _exit(3), which must not wait for the report its
+ *       own thread holds either.
  */
 #include <errno.h>
 #include <signal.h>
