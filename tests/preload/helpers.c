@@ -41,7 +41,8 @@ void t_init(const char *name)
 	t_log("test %s", name);
 }
 
-static void t_vlog(const char *prefix, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void t_vlog(const char *prefix, const char *fmt,
+							 va_list ap)
 {
 	int saved = errno;
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reach and integrity of pipelines whose stages are exec'd programs.
 
-usage: test-reach.py LIBRARY STATIC_COPY
+usage: test-reach.py LIBRARY [STATIC_COPY]
 
 Each shape runs with LD_PRELOAD=LIBRARY under strace, which counts the bytes
 that went into pipes by vmsplice() against those written by large write()s:
@@ -139,7 +139,7 @@ def run_shape(lib, argv, workdir):
 
 def main():
     lib = os.path.abspath(sys.argv[1])
-    static_copy = os.path.abspath(sys.argv[2])
+    static_copy = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None
     if not shutil.which("strace"):
         print("SKIP: strace is not installed")
         return 77
@@ -172,14 +172,15 @@ def main():
             ("an exec that fails, then one that works",
              ["sh", "-c", f"cat {data} | {{ ./no-such-program 2>/dev/null; exec sha256sum; }}"],
              90, 100),
-            ("a static program in the middle",
-             ["sh", "-c", f"cat {data} | {static_copy} | sha256sum"], 0, 10),
             ("reader without LD_PRELOAD",
              ["sh", "-c", f"cat {data} | env -u LD_PRELOAD sha256sum"], 0, 10),
             ("reader exec'd through a stripped env",
              ["sh", "-c", f"cat {data} | env -i PATH=/usr/bin:/bin sha256sum"], 0, 10),
             ("registry scribbled over", [py, "-c", PY_SCRIBBLE, data], 0, 100),
         ]
+        if static_copy:
+            shapes.append(("a static program in the middle",
+                           ["sh", "-c", f"cat {data} | {static_copy} | sha256sum"], 0, 10))
         if shutil.which("pv"):
             shapes.append(("a reader that splices (pv)",
                            ["sh", "-c", f"cat {data} | pv -q | sha256sum"], 0, 100))
