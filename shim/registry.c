@@ -188,6 +188,16 @@ static void slot_reset(struct pp_shared *s)
 	__atomic_store_n(&s->holders, 1, __ATOMIC_RELEASE);
 }
 
+/* Counters in shared memory never go below zero, whoever wrote them. */
+static void dec(uint32_t *v)
+{
+	uint32_t cur = __atomic_load_n(v, __ATOMIC_RELAXED);
+
+	while (cur && !__atomic_compare_exchange_n(v, &cur, cur - 1, true, __ATOMIC_ACQ_REL,
+						   __ATOMIC_RELAXED))
+		;
+}
+
 struct pp_shared *pp_reg_get(uint64_t ino, bool create)
 {
 	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
@@ -195,9 +205,10 @@ struct pp_shared *pp_reg_get(uint64_t ino, bool create)
 
 	if (s) {
 		__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
-		/* Freed meanwhile? Then it is not ours to use. */
+		/* Freed meanwhile? Then it is not ours to use, nor our hold. */
 		if (__atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) == ino)
 			return s;
+		dec(&s->holders);
 		return NULL;
 	}
 	if (!create || !ino || ino == REG_TOMB || pp_fault(PP_FAULT_REGISTRY))
@@ -230,16 +241,6 @@ static void slot_maybe_free(struct pp_shared *s)
 		return;
 	__atomic_compare_exchange_n(&s->ino, &ino, REG_TOMB, false, __ATOMIC_ACQ_REL,
 				    __ATOMIC_RELAXED);
-}
-
-/* Counters in shared memory never go below zero, whoever wrote them. */
-static void dec(uint32_t *v)
-{
-	uint32_t cur = __atomic_load_n(v, __ATOMIC_RELAXED);
-
-	while (cur && !__atomic_compare_exchange_n(v, &cur, cur - 1, true, __ATOMIC_ACQ_REL,
-						   __ATOMIC_RELAXED))
-		;
 }
 
 void pp_reg_put(struct pp_shared *s)
