@@ -201,31 +201,37 @@ struct adopted {
 	int n;
 };
 
+/*
+ * Takes over one fd of a registered pipe. Whatever stops that makes the
+ * pipe unsafe for good: the claim that follows would otherwise vouch for
+ * an end whose splice() and tee() this image does not see.
+ */
 static void adopt_fd(int fd, void *arg)
 {
 	struct adopted *a = arg;
+	struct pp_shared *s;
 	struct pp_pipe *p = NULL;
 	uint64_t ino;
 	long fl, cap;
 
-	if (pp_sys_pipe_ino(fd, &ino))
+	if (pp_sys_pipe_ino(fd, &ino) || !(s = pp_reg_find(ino)))
 		return;
 	for (int i = 0; i < a->n && !p; i++)
 		if (a->seen[i].ino == ino)
 			p = a->seen[i].p;
-	if (!p) {
-		if (a->n == (int)(sizeof(a->seen) / sizeof(a->seen[0])) || !pp_reg_find(ino))
-			return;
+	if (!p && a->n < (int)(sizeof(a->seen) / sizeof(a->seen[0]))) {
 		cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
 		p = pp_pipe_adopt(ino, cap > 0 ? (int)cap : 0);
-		if (!p)
-			return;
-		a->seen[a->n].ino = ino;
-		a->seen[a->n++].p = p;
+		if (p) {
+			a->seen[a->n].ino = ino;
+			a->seen[a->n++].p = p;
+		}
 	}
 	fl = pp_sys_fcntl(fd, F_GETFL, 0);
-	if (fl < 0)
+	if (!p || fl < 0 || fd >= pp_fdt_size()) {
+		mark_slot_unsafe(s);
 		return;
+	}
 	if ((fl & O_ACCMODE) == O_RDONLY) {
 		pp_fdt_set(fd, p, PP_END_READ);
 		return;

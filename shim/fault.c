@@ -10,7 +10,7 @@
 int pp_fault_armed;
 
 static const char *const site_names[PP_FAULT_SITES] = {
-	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd", "registry",
+	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd", "registry", "adopt",
 };
 
 static const struct {

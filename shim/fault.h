@@ -10,7 +10,8 @@
  * fails every N-th call of SITE with ERRNO (a number, or ENOMEM, EFAULT,
  * EAGAIN, EMFILE, EINVAL, EBADF, EIO). Sites: vmsplice, mmap (ring
  * memory), getpipesz (F_GETPIPE_SZ), fionread, dupfd (the write's hold on
- * its file), registry (a new registry slot: the registry is full).
+ * its file), registry (a new registry slot: the registry is full), adopt
+ * (taking over an inherited pipe end at start-up).
  */
 #ifndef PP_FAULT_H
 #define PP_FAULT_H
@@ -26,6 +27,7 @@ enum pp_fault_site {
 	PP_FAULT_FIONREAD,
 	PP_FAULT_DUPFD,
 	PP_FAULT_REGISTRY,
+	PP_FAULT_ADOPT,
 	PP_FAULT_SITES
 };
 
