@@ -156,10 +156,7 @@ static int op_pin(struct write_op *op)
 
 	if (op->pin >= 0)
 		return 0;
-	pin = pp_fault(PP_FAULT_DUPFD) ?:
-		      pp_sys_fcntl(op->fd, F_DUPFD_CLOEXEC, (unsigned long)pp_fdt_spare_base());
-	if (pin == -EINVAL)
-		pin = pp_sys_fcntl(op->fd, F_DUPFD_CLOEXEC, 0); /* a lowered soft limit */
+	pin = pp_fault(PP_FAULT_DUPFD) ?: pp_fdt_dup_spare(op->fd, true);
 	if (pin < 0)
 		return pin == -EBADF ? -ESTALE : (int)pin;
 	if (pp_fdt_epoch(op->fd) != op->epoch || pp_sys_pipe_ino((int)pin, &ino) ||

@@ -15,6 +15,10 @@
  */
 #include "fdtable.h"
 
+#include "sys.h"
+
+#include <fcntl.h>
+
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -57,9 +61,15 @@ int pp_fdt_init(void)
 	return 0;
 }
 
-int pp_fdt_spare_base(void)
+long pp_fdt_dup_spare(int fd, bool cloexec)
 {
-	return spare_base;
+	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
+	long r = pp_sys_fcntl(fd, cmd, (unsigned long)spare_base);
+
+	/* The soft limit was lowered below the range since: anywhere, then. */
+	if (r == -EINVAL && spare_base)
+		r = pp_sys_fcntl(fd, cmd, 0);
+	return r;
 }
 
 uint32_t pp_fdt_epoch(int fd)

@@ -43,8 +43,12 @@ struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end);
 uint32_t pp_fdt_epoch(int fd);
 /* Moves @fd's epoch: call before a dup2()/dup3() onto @fd. */
 void pp_fdt_invalidate(int fd);
-/* Lowest number for libppipe's own short-lived fds (F_DUPFD's minimum). */
-int pp_fdt_spare_base(void);
+/*
+ * A duplicate of @fd for libppipe's own use, numbered in the upper half
+ * of the soft fd limit (at most from 512), out of the way of the numbers
+ * the program uses. Returns the new fd or -errno.
+ */
+long pp_fdt_dup_spare(int fd, bool cloexec);
 
 /* The highest fd the table covers, plus one. */
 int pp_fdt_size(void);

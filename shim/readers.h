@@ -3,15 +3,18 @@
  * Reader safety (DESIGN.md 3). A pipe reuses pages only while every
  * process that holds its read end is known to copy what it reads. Pipes
  * created by pipe()/pipe2() here start out known: this process and its
- * fork children run libppipe. Three things make the readers unknown, and
- * each marks the pipe unsafe for every process of the tree, before the
- * call that could let a page escape:
- *   - exec or spawn while a read end would be inherited (the new program
- *     starts without our bookkeeping, so it may splice pages out), or a
- *     write end (it could switch the shared open file to O_NONBLOCK or
- *     packet mode without our seeing it);
+ * fork children run libppipe, and programs they exec are followed through
+ * the registry (exec.c: a pipe is pending until the new image confirms).
+ * Three things make the readers unknown for good, and each marks the pipe
+ * unsafe for every process of the tree, before the call that could let a
+ * page escape:
+ *   - an exec libppipe cannot describe (exec.c falls back to
+ *     pp_readers_before_exec: system(), popen(), no /proc...) while an end
+ *     would be inherited: the new program may splice pages out, or switch
+ *     the shared open file to O_NONBLOCK or packet mode unseen;
  *   - splice() or tee() from a read end in this process (both pass page
- *     references on instead of copying).
+ *     references on instead of copying);
+ *   - an end sent to another process with SCM_RIGHTS.
  * An unsafe pipe takes the plain write path from then on; pages already
  * in it are never written again. io_uring's SPLICE and TEE operations are
  * not seen (see the README's limits).

@@ -65,10 +65,10 @@ int pp_reg_fd(void)
 	return __atomic_load_n(&reg_fd, __ATOMIC_ACQUIRE);
 }
 
-/* Moves @fd to libppipe's own range of numbers, close-on-exec. */
-static int move_high(int fd)
+/* Moves @fd to libppipe's own range of numbers (where it stays if it cannot). */
+static int move_high(int fd, bool cloexec)
 {
-	long nfd = pp_sys_fcntl(fd, F_DUPFD_CLOEXEC, (unsigned long)pp_fdt_spare_base());
+	long nfd = pp_fdt_dup_spare(fd, cloexec);
 
 	if (nfd < 0)
 		return fd;
@@ -100,7 +100,7 @@ static uint64_t fd_ino(int fd)
 static long inheritable_fd(void)
 {
 	char path[64] = "/proc/";
-	long fd = pp_sys_fcntl(pp_reg_fd(), F_DUPFD, (unsigned long)pp_fdt_spare_base()), nfd;
+	long fd = pp_fdt_dup_spare(pp_reg_fd(), false);
 	size_t k;
 
 	if (fd != -EBADF)
@@ -117,9 +117,7 @@ static long inheritable_fd(void)
 		pp_sys_close((int)fd);
 		return -EBADF;
 	}
-	nfd = pp_sys_fcntl((int)fd, F_DUPFD, (unsigned long)pp_fdt_spare_base());
-	pp_sys_close((int)fd);
-	return nfd;
+	return move_high((int)fd, false);
 }
 
 /* Makes this tree's registry, on the first pipe. */
@@ -149,7 +147,7 @@ static struct reg_header *reg_create(void)
 	h->rec_size = sizeof(struct exec_rec);
 	h->magic = REG_MAGIC;
 	reg_ino = fd_ino((int)fd);
-	__atomic_store_n(&reg_fd, move_high((int)fd), __ATOMIC_RELEASE);
+	__atomic_store_n(&reg_fd, move_high((int)fd, true), __ATOMIC_RELEASE);
 	__atomic_store_n(&reg, h, __ATOMIC_RELEASE);
 out:
 	__atomic_store_n(&creating, 0, __ATOMIC_RELEASE);
@@ -516,7 +514,7 @@ int pp_reg_join(char **envp)
 	}
 	/* The inherited number goes back to the program; ours is close-on-exec. */
 	reg_ino = st.st_ino;
-	__atomic_store_n(&reg_fd, move_high((int)fd), __ATOMIC_RELEASE);
+	__atomic_store_n(&reg_fd, move_high((int)fd, true), __ATOMIC_RELEASE);
 	__atomic_store_n(&reg, h, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -60,8 +60,11 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	ssize_t r;
 
 	/* A vfork child runs on its parent's rings: never there. */
-	p = pp_in_vfork_child() ? NULL : pp_fdt_enter(fd, &end);
-	if (!p && (pp_in_vfork_child() || !(p = adopt(fd))))
+	if (pp_in_vfork_child())
+		p = NULL;
+	else if (!(p = pp_fdt_enter(fd, &end)))
+		p = adopt(fd);
+	if (!p)
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
 	r = PP_DECLINE;
