@@ -122,6 +122,7 @@ static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[
 		      bool spawn, bool any_fd)
 {
 	struct inherited in = { .n = 0, .any_fd = any_fd };
+	bool preload = false;
 	size_t k = 0;
 
 	x->charge.rec = -1;
@@ -150,10 +151,19 @@ static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[
 		pp_pipes_exec_release();
 		x->released = true;
 	}
-	for (size_t i = 0; envp && envp[i]; i++)
+	/*
+	 * The registry's variable goes only where a preload may read it: a
+	 * program whose environment has no LD_PRELOAD cannot confirm anything
+	 * (its pipes stay pending, plain), and should not see our variable.
+	 */
+	for (size_t i = 0; envp && envp[i]; i++) {
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11))
+			preload = true;
 		if (strncmp(envp[i], REG_VAR, sizeof(REG_VAR) - 1))
 			out[k++] = envp[i];
-	out[k++] = x->charge.env;
+	}
+	if (preload)
+		out[k++] = x->charge.env;
 	out[k] = NULL;
 	return out;
 }

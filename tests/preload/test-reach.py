@@ -189,6 +189,15 @@ def main():
                            ["sh", "-c", f"cat {data} | pv -q | sha256sum"], 0, 100))
         with open(data, "rb") as f:
             wants = {"data": want, "head1m": hashlib.sha256(f.read(1 << 20)).hexdigest()}
+        # A program that does not run libppipe never sees its variable.
+        r = subprocess.run(["sh", "-c", "true | true; env -u LD_PRELOAD printenv PPIPE_REGISTRY;"
+                            " echo status $?"],
+                           env=dict(os.environ, LD_PRELOAD=lib), stdout=subprocess.PIPE,
+                           text=True, timeout=60)
+        seen = r.stdout.strip()
+        print(f"{'ok  ' if seen == 'status 1' else 'FAIL'} PPIPE_REGISTRY in a program "
+              f"without the preload: {seen!r} (want 'status 1')")
+        failed |= seen != "status 1"
         for name, argv, lo, hi, *which in shapes:
             want = wants[which[0] if which else "data"]
             out, vm, wr = run_shape(lib, argv, d)
