@@ -20,6 +20,7 @@
 #include "ring.h"
 #include "stats.h"
 #include "sys.h"
+#include "thp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -399,6 +400,9 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
 		return fall_back(p, "a signal handler wrote inside libppipe's write");
 	op.r = r;
+	/* The huge-page verdict is measured in writes' time: see thp.c. */
+	if (!op.t0 && r->thp && pp_thp_timing())
+		op.t0 = now_ns();
 	/* Without the fault guard, check the source ranges by system call. */
 	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
@@ -468,6 +472,8 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	}
 	/* One clock read serves the idle time, the latency and the trim check. */
 	now = now_ns();
+	if (r->thp && op.done)
+		pp_ring_account(r, op.t0 && pp_thp_timing() ? now - op.t0 : 0, op.done);
 	op_release_ring(&op, now);
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);

@@ -8,9 +8,10 @@
 #include <string.h>
 
 int pp_fault_armed;
+int pp_fault_thp_slow = -1;
 
 static const char *const site_names[PP_FAULT_SITES] = {
-	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd", "registry", "adopt",
+	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd", "registry", "adopt", "thp",
 };
 
 static const struct {
@@ -64,12 +65,24 @@ static bool parse_item(const char *s, size_t len)
 
 void pp_fault_init(char *const *envp)
 {
-	static const char var[] = "PPIPE_TEST_FAULT=";
+	static const char var[] = "PPIPE_TEST_FAULT=", slow[] = "PPIPE_TEST_THP_SLOW=";
 	const char *v = NULL;
 
-	for (char *const *e = envp; e && *e; e++)
+	for (char *const *e = envp; e && *e; e++) {
 		if (!strncmp(*e, var, sizeof(var) - 1))
 			v = *e + sizeof(var) - 1;
+		if (!strncmp(*e, slow, sizeof(slow) - 1)) {
+			const char *side = *e + sizeof(slow) - 1;
+
+			pp_fault_thp_slow = !strcmp(side, "huge")  ? 1 :
+					    !strcmp(side, "small") ? 0 :
+					    !strcmp(side, "watch") ? PP_FAULT_THP_WATCH :
+								     -1;
+			if (pp_fault_thp_slow < 0 && *side)
+				pp_warn("PPIPE_TEST_THP_SLOW: '%s' is not huge, small or watch, ignored",
+					side);
+		}
+	}
 	if (!v || !*v)
 		return;
 	while (*v) {

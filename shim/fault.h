@@ -11,7 +11,15 @@
  * EAGAIN, EMFILE, EINVAL, EBADF, EIO). Sites: vmsplice, mmap (ring
  * memory), getpipesz (F_GETPIPE_SZ), fionread, dupfd (the write's hold on
  * its file), registry (a new registry slot: the registry is full), adopt
- * (taking over an inherited pipe end at start-up).
+ * (taking over an inherited pipe end at start-up), thp (switching a
+ * ring between huge and 4 KiB pages).
+ *
+ *   PPIPE_TEST_THP_SLOW=huge|small|watch
+ *
+ * makes the huge-page verdict (thp.c) see the laps of that backing four
+ * times slower than they ran, so that either verdict can be forced
+ * through the real measurement and switching code; "watch" makes the
+ * trials say on and the watch after them doubt it, until it is undone.
  */
 #ifndef PP_FAULT_H
 #define PP_FAULT_H
@@ -28,10 +36,14 @@ enum pp_fault_site {
 	PP_FAULT_DUPFD,
 	PP_FAULT_REGISTRY,
 	PP_FAULT_ADOPT,
+	PP_FAULT_THP,
 	PP_FAULT_SITES
 };
 
 extern int pp_fault_armed;
+/* PPIPE_TEST_THP_SLOW: 1 huge, 0 small, PP_FAULT_THP_WATCH, -1 none. */
+#define PP_FAULT_THP_WATCH 2
+extern int pp_fault_thp_slow;
 
 /* Reads PPIPE_TEST_FAULT from @envp (start-up). */
 void pp_fault_init(char *const *envp);

@@ -16,6 +16,7 @@
 #include "ring.h"
 #include "stats.h"
 #include "sys.h"
+#include "thp.h"
 #include "vfork.h"
 
 #include <pthread.h>

@@ -87,20 +87,15 @@ void pp_populate(char *p, size_t len)
 
 #define HUGE_SIZE (2ul << 20)
 
-bool pp_pool_huge(size_t size)
+/* With @aligned: map HUGE_SIZE more and cut off the misaligned head and tail. */
+static char *map_aligned(size_t len, bool aligned)
 {
-	return size >= HUGE_SIZE && size % HUGE_SIZE == 0 && pp_thp_wanted();
-}
-
-/* With @huge: map HUGE_SIZE more and cut off the misaligned head and tail. */
-char *pp_map_aligned(size_t len, bool huge)
-{
-	size_t extra = huge ? HUGE_SIZE : 0, head;
+	size_t extra = aligned ? HUGE_SIZE : 0, head;
 	char *p = pp_fault(PP_FAULT_MMAP) ? MAP_FAILED :
 					    mmap(NULL, len + extra, PROT_READ | PROT_WRITE,
 						 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (p == MAP_FAILED || !huge)
+	if (p == MAP_FAILED || !aligned)
 		return p;
 	head = (HUGE_SIZE - (uintptr_t)p % HUGE_SIZE) % HUGE_SIZE;
 	if (head)
@@ -110,7 +105,30 @@ char *pp_map_aligned(size_t len, bool huge)
 	return p + head;
 }
 
-void *pp_pool_map(size_t len, bool huge)
+/* The advice every ring mapping carries: no fork inheritance, the page size, the node. */
+static void advise(char *p, size_t len, bool huge)
+{
+	/* Fork children never see ring pages: no COW on the parent's next copy. */
+	madvise(p, len, MADV_DONTFORK);
+	madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	bind_node(p, len, pp_numa_node());
+}
+
+bool pp_pool_replace(void *p, size_t len, bool huge)
+{
+	int saved = errno;
+	void *q = pp_fault(PP_FAULT_THP) ? MAP_FAILED :
+					   mmap(p, len, PROT_READ | PROT_WRITE,
+						MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+
+	errno = saved;
+	if (q == MAP_FAILED)
+		return false;
+	advise(p, len, huge);
+	return true;
+}
+
+void *pp_pool_map(size_t len, bool aligned, bool huge)
 {
 	uint64_t now = __atomic_add_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 	uint64_t peak = __atomic_load_n(&pool_peak, __ATOMIC_RELAXED);
@@ -121,16 +139,13 @@ void *pp_pool_map(size_t len, bool huge)
 		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	p = pp_map_aligned(len, huge);
+	p = map_aligned(len, aligned || huge);
 	if (p == MAP_FAILED) {
 		__atomic_sub_fetch(&pool_bytes, len, __ATOMIC_RELAXED);
 		errno = saved;
 		return NULL;
 	}
-	/* Fork children never see ring pages: no COW on the parent's next copy. */
-	madvise(p, len, MADV_DONTFORK);
-	madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-	bind_node(p, len, pp_numa_node());
+	advise(p, len, huge);
 	while (now > peak && !__atomic_compare_exchange_n(&pool_peak, &peak, now, true,
 							  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;

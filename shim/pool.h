@@ -12,33 +12,24 @@
 #include <stdint.h>
 
 /*
- * Maps @len bytes (a page multiple). With @huge the mapping starts on a
- * 2 MiB boundary and asks for transparent huge pages. NULL if over the
- * cap or out of memory. Pages are faulted in by their first use, so a
+ * Maps @len bytes (a page multiple). With @aligned the mapping starts on
+ * a 2 MiB boundary, so that it can hold huge pages; with @huge too it
+ * asks for transparent huge pages. NULL if over the cap or out of memory. Pages are faulted in by their first use, so a
  * ring is resident only as far as the pipe's traffic has reached: the
  * engine copies into a region before it vmsplice()s it, so the fault is
  * taken in that copy, outside any kernel lock, never under pipe->mutex.
  */
-void *pp_pool_map(size_t len, bool huge);
+void *pp_pool_map(size_t len, bool aligned, bool huge);
 /*
- * The pieces of pp_pool_map() without its accounting or advice, for the
- * THP probe: an anonymous mapping of @len bytes (MAP_FAILED on failure)
- * that starts on a 2 MiB boundary when @huge, and faulting [p, p+len) in.
+ * Gives [@p, @p+@len) of a pool mapping fresh pages, huge or not, with no
+ * page table left behind (a page table would keep the next faults on
+ * 4 KiB pages). The pages taken away live on while something else, a
+ * pipe, holds them. False when the mapping could not be replaced; it is
+ * then unchanged.
  */
-char *pp_map_aligned(size_t len, bool huge);
+bool pp_pool_replace(void *p, size_t len, bool huge);
+/* Faults [p, p+len) in, for writing. */
 void pp_populate(char *p, size_t len);
-
-/* Whether a ring of @size data bytes should be huge-page backed (PPIPE_THP). */
-bool pp_pool_huge(size_t size);
-
-/*
- * thp_probe.c: whether huge pages make rings faster on this kernel
- * (PPIPE_THP; auto measures once), the verdict in words for PPIPE_DEBUG
- * and the statistics, and the fork child's reset.
- */
-bool pp_thp_wanted(void);
-const char *pp_thp_verdict(void);
-void pp_thp_after_fork_child(void);
 void pp_pool_unmap(void *p, size_t len);
 /* Forgets all accounting (fork child: nothing was inherited). */
 void pp_pool_reset(void);

@@ -2,10 +2,13 @@
 #include "ring.h"
 
 #include "config.h"
+#include "fault.h"
+#include "log.h"
 #include "pipe.h"
 #include "pool.h"
 #include "psi.h"
 #include "sys.h"
+#include "thp.h"
 
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -75,6 +78,7 @@ static struct pp_ring *ring_create(uint32_t capacity)
 	size_t size = pp_cfg.ring_size ? pp_cfg.ring_size : 2 * (size_t)capacity;
 	size_t npages, header, len;
 	struct pp_ring *r;
+	bool thp, huge;
 	char *base;
 
 	/* Under memory pressure the pool does not grow. */
@@ -86,7 +90,9 @@ static struct pp_ring *ring_create(uint32_t capacity)
 	npages = size / page;
 	header = round_up(sizeof(*r) + 2 * npages * sizeof(uint64_t), page);
 	len = header + size;
-	base = pp_pool_map(len, pp_pool_huge(size));
+	thp = pp_thp_eligible(size);
+	huge = thp && pp_thp_want() == 1;
+	base = pp_pool_map(len, thp, huge);
 	if (!base)
 		return NULL;
 	r = (struct pp_ring *)(base + size);
@@ -97,6 +103,10 @@ static struct pp_ring *ring_create(uint32_t capacity)
 	r->max_chunk = size / 2;
 	r->map_len = len;
 	r->resident = size;
+	r->thp = thp;
+	r->huge = huge;
+	r->cold = true;
+	r->lap_end = size;
 	return r;
 }
 
@@ -228,6 +238,75 @@ void pp_ring_commit(struct pp_ring *r, size_t off, size_t len)
 		r->head = 0;
 }
 
+/* Every page of the ring is fresh: nobody's, it may be written at once. */
+static void forget_marks(struct pp_ring *r)
+{
+	size_t npages = r->size / pp_page_size();
+
+	for (size_t i = 0; i < npages; i++)
+		r->mark_slots[i] = r->mark_bytes[i] = 0;
+}
+
+/*
+ * Gives the ring fresh pages of the other kind. Safe at any time, like
+ * trimming: the pipe keeps the pages it holds. The next lap pays the
+ * faults (as any new ring does) and is not counted.
+ */
+static void switch_backing(struct pp_ring *r, bool huge)
+{
+	size_t header = r->map_len - r->size;
+
+	if (!pp_pool_replace(r->data, r->size, huge)) {
+		pp_debug("ring %p: cannot switch to %s pages", (void *)r->data,
+			 huge ? "huge" : "4 KiB");
+		return;
+	}
+	/* The same advice on the header, so that the two stay one mapping. */
+	madvise(r->data + r->size, header, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	forget_marks(r);
+	r->huge = huge;
+	r->cold = true;
+}
+
+void pp_ring_account(struct pp_ring *r, uint64_t ns, size_t bytes)
+{
+	int want;
+	bool next;
+
+	if (!r->thp)
+		return;
+	want = pp_thp_want();
+	if (want >= 0 && r->huge != (bool)want) {
+		switch_backing(r, want);
+		return;
+	}
+	if (!ns) {
+		/* Not timed: whatever lap comes next starts from scratch. */
+		r->cold = true;
+		r->lap_ns = r->lap_bytes = 0;
+		if (r->pushed_bytes >= r->lap_end)
+			r->lap_end = r->pushed_bytes + r->size;
+		return;
+	}
+	r->lap_ns += ns;
+	r->lap_bytes += bytes;
+	if (r->pushed_bytes < r->lap_end)
+		return;
+	r->lap_end = r->pushed_bytes + r->size;
+	if (r->cold) {
+		/* Faults were paid this lap: measure the next one on the same pages. */
+		r->cold = false;
+		r->lap_ns = r->lap_bytes = 0;
+		return;
+	}
+	if (r->lap_ns < PP_THP_LAP_MIN_NS)
+		return; /* too short to tell: the lap goes on for another fill */
+	next = pp_thp_lap(r->huge, r->lap_ns, r->lap_bytes);
+	r->lap_ns = r->lap_bytes = 0;
+	if (next != r->huge)
+		switch_backing(r, next);
+}
+
 static uint64_t trimmed_bytes; /* given back by trimming, in all */
 
 struct trim_args {
@@ -267,6 +346,7 @@ static void trim_pipe(struct pp_pipe *p, void *arg)
 		}
 		/* Fresh pages are nobody's: they may be written at once. */
 		npages = r->size / page;
+		r->cold = true;
 		for (size_t i = 0; i < npages; i++) {
 			size_t off = i * page;
 			bool kept = r->head + keep <= r->size ?

@@ -32,6 +32,12 @@ struct pp_ring {
 	size_t map_len; /* the whole mapping, header included */
 	uint64_t last_use_ns; /* CLOCK_MONOTONIC of the owner's last write */
 	size_t resident; /* data bytes not trimmed since the last use */
+	/* Huge pages (thp.h): only for rings that can hold them. */
+	bool thp; /* a 2 MiB multiple, 2 MiB aligned: it may switch backing */
+	bool huge; /* asked for huge pages now */
+	bool cold; /* this lap paid page faults: it is not counted */
+	uint64_t lap_end; /* pushed_bytes at which this lap ends */
+	uint64_t lap_ns, lap_bytes; /* time in write() and bytes so far this lap */
 };
 
 /*
@@ -61,6 +67,14 @@ long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, uint64_t ino, uint32
 void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes);
 /* Moves the head past a reserved region of @len bytes. */
 void pp_ring_commit(struct pp_ring *r, size_t off, size_t len);
+
+/*
+ * A write of @bytes through ring @r (claimed busy) took @ns: counted for
+ * the huge-page verdict while it is being measured; the ring switches
+ * backing at the end of a lap, or at once when the verdict differs from
+ * its backing. Nothing for rings that cannot hold huge pages.
+ */
+void pp_ring_account(struct pp_ring *r, uint64_t ns, size_t bytes);
 
 /*
  * Gives the memory of rings idle for PPIPE_IDLE_MS back to the system,

@@ -31,7 +31,8 @@ FAULTS = [
     ("FIONREAD fails", {"PPIPE_TEST_FAULT": "fionread:EIO:2", "PPIPE_RING_SIZE": "64K"}),
     ("no fd for the write's hold (EMFILE)", {"PPIPE_TEST_FAULT": "dupfd:EMFILE:1"}),
     ("registry full", {"PPIPE_TEST_FAULT": "registry:ENOMEM:1"}),
-    ("THP probe cannot map", {"PPIPE_TEST_FAULT": "mmap:ENOMEM:1", "PPIPE_THP": "auto"}),
+    ("first ring cannot map (THP auto)", {"PPIPE_TEST_FAULT": "mmap:ENOMEM:1", "PPIPE_THP": "auto"}),
+    ("huge/4 KiB page switch fails", {"PPIPE_TEST_FAULT": "thp:ENOMEM:2", "PPIPE_THP": "auto"}),
     ("pool cap (1 MiB)", {"PPIPE_POOL_MAX": "1M", "PPIPE_TEST_FAULT": "vmsplice:EIO:1000000"}),
 ]
 REPORT = re.compile(r"PPIPE_TEST_FAULT: (\w+) failed (\d+) of (\d+) calls")
