@@ -13,12 +13,25 @@
  * posix_spawn()s /bin/true, all the while: every child holds every pipe
  * end for a moment, and the exec'd ones hand them to a new image.
  *
- * usage: storm-threads [SECONDS [spawn]]   (3 seconds by default)
+ * With "memory", the storm runs in a memory cgroup of LIMIT bytes (512M
+ * by default) that an anonymous hog and a page-cache filler keep full
+ * (the benchmark's pressure.c): every page the writers charge (ring
+ * pages, pipe buffers) has to be reclaimed in the writing thread, which
+ * is the stall libppipe's PSI shrinker answers. Without a cgroup (not
+ * root, no memory controller) the run is skipped: pressure.c's fallback,
+ * a global hog, would squeeze the whole machine and still not make the
+ * writers reclaim. One line sums it up, with the cgroup's reclaim
+ * counters before and after.
+ *
+ * usage: storm-threads [SECONDS [spawn | memory [LIMIT]]]   (3 seconds by default)
  */
+#include "cli.h"
 #include "helpers.h"
+#include "pressure.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -45,6 +58,7 @@ struct pipe_state {
 static struct pipe_state pipes[PIPES];
 static volatile int stop;
 static uint64_t forks, execs, spawns;
+static struct pressure pr;
 extern char **environ;
 
 static uint64_t rnd(uint64_t *s)
@@ -181,14 +195,60 @@ static void *spawner(void *arg)
 	return NULL;
 }
 
+/* A storm that dies half way (t_die) leaves no hog and no cgroup behind. */
+static void stop_pressure(void)
+{
+	pressure_stop(&pr);
+}
+
+/* Before any thread: all of them, and every ring, are charged to the cgroup. */
+static void start_pressure(const char *arg)
+{
+	uint64_t limit = 512u << 20;
+	char err[256];
+
+	if (arg && (cli_parse_size(arg, &limit) || limit < (64u << 20)))
+		t_die("memory: '%s' is not a byte count of at least 64M", arg);
+	/* Not even the global fallback's moment, where no cgroup can be made. */
+	if (geteuid())
+		t_skip("memory: making a memory cgroup needs root");
+	if (pressure_start(&pr, limit, err, sizeof(err)))
+		t_skip("memory: %s", err);
+	atexit(stop_pressure);
+	if (!pr.cgroup[0]) {
+		pressure_stop(&pr);
+		t_skip("memory: no memory cgroup could be made (needs root and a memory "
+		       "controller)");
+	}
+}
+
+static void print_pressure(double secs, uint64_t written, uint64_t verified, uint64_t lost)
+{
+	const struct pressure_counters *a = &pr.before, *z = &pr.after;
+
+	fprintf(stderr,
+		"storm-threads: memory: %g s, %" PRIu64 " bytes written, %" PRIu64
+		" verified, %" PRIu64 " lost; %s limit %" PRIu64 ": memcg %s %" PRIu64 "->%" PRIu64
+		", max events %" PRIu64 "->%" PRIu64 ", pgscan_direct %" PRIu64 "->%" PRIu64
+		", allocstall %" PRIu64 "->%" PRIu64 "; reclaim %s\n",
+		secs, written, verified, lost, pr.method, pr.limit,
+		strcmp(pr.method, "cgroup-v2") ? "failcnt" : "pgscan_direct", a->memcg_reclaim,
+		z->memcg_reclaim, a->memcg_max_events, z->memcg_max_events, a->pgscan_direct,
+		z->pgscan_direct, a->allocstall, z->allocstall,
+		pressure_saw_direct_reclaim(&pr) ? "seen" : "NOT SEEN");
+}
+
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3;
 	bool spawn = argc > 2 && !strcmp(argv[2], "spawn");
+	bool memory = argc > 2 && !strcmp(argv[2], "memory");
 	pthread_t w[WRITERS], r[READERS], c, sp;
 	struct timespec run = { (time_t)secs, (long)((secs - (time_t)secs) * 1e9) };
 
 	t_init("storm-threads");
+	if (memory)
+		start_pressure(argc > 3 ? argv[3] : NULL);
 	for (int i = 0; i < PIPES; i++) {
 		int p[2];
 
@@ -227,8 +287,9 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < READERS; i++)
 		pthread_join(r[i], NULL);
+	pressure_stop(&pr);
 
-	uint64_t total = 0;
+	uint64_t total = 0, verified = 0, lost = 0;
 
 	for (int i = 0; i < PIPES; i++) {
 		struct pipe_state *ps = &pipes[i];
@@ -236,12 +297,15 @@ int main(int argc, char **argv)
 		t_demux_end(&ps->d);
 		for (int id = 0; id < WRITERS / PIPES; id++) {
 			total += ps->written[id];
-			t_check(ps->d.pos[id] == ps->written[id] &&
-					ps->d.fnv[id] ==
-						t_tag_fnv((unsigned int)id, ps->written[id]),
-				"pipe %d writer %d: wrote %llu, read %llu", i, id,
-				(unsigned long long)ps->written[id],
-				(unsigned long long)ps->d.pos[id]);
+			if (ps->d.pos[id] < ps->written[id])
+				lost += ps->written[id] - ps->d.pos[id];
+			if (t_check(ps->d.pos[id] == ps->written[id] &&
+					    ps->d.fnv[id] ==
+						    t_tag_fnv((unsigned int)id, ps->written[id]),
+				    "pipe %d writer %d: wrote %llu, read %llu", i, id,
+				    (unsigned long long)ps->written[id],
+				    (unsigned long long)ps->d.pos[id]))
+				verified += ps->written[id];
 		}
 		t_check(!ps->d.bad && !ps->d.foreign, "pipe %d: %llu bad, %llu foreign bytes", i,
 			(unsigned long long)ps->d.bad, (unsigned long long)ps->d.foreign);
@@ -250,7 +314,9 @@ int main(int argc, char **argv)
 			i, (unsigned long long)ps->flips, (unsigned long long)ps->resizes,
 			(unsigned long long)ps->dups);
 	}
-	fprintf(stderr, "storm-threads: %llu bytes verified\n", (unsigned long long)total);
+	fprintf(stderr, "storm-threads: %llu bytes verified\n", (unsigned long long)verified);
+	if (memory)
+		print_pressure(secs, total, verified, lost);
 	t_log("every writer's stream intact: %s", t_failed() ? "NO" : "yes");
 	return t_finish();
 }
