@@ -14,6 +14,7 @@
 enum pp_mode { PP_MODE_AUTO, PP_MODE_VMSPLICE, PP_MODE_URING, PP_MODE_OFF };
 enum pp_readers { PP_READERS_VERIFY, PP_READERS_TRUST };
 enum pp_thp { PP_THP_AUTO, PP_THP_ON, PP_THP_OFF };
+enum pp_turns { PP_TURNS_ON, PP_TURNS_OFF };
 
 /* Highest fd number a PPIPE_FDS list can name. */
 #define PP_FDS_LIST_MAX 1024
@@ -40,6 +41,7 @@ struct pp_config {
 	int64_t psi; /* PPIPE_PSI, percent of time stalled on memory; 0 = ignore */
 	char psi_file[256]; /* PPIPE_PSI_FILE: "" = cgroup's, else /proc/pressure/memory */
 	enum pp_thp thp; /* PPIPE_THP */
+	enum pp_turns turns; /* PPIPE_TURNS */
 };
 
 extern struct pp_config pp_cfg;

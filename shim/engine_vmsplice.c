@@ -21,6 +21,7 @@
 #include "stats.h"
 #include "sys.h"
 #include "thp.h"
+#include "turn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,6 +122,7 @@ struct write_op {
 	size_t roff; /* the region being pushed */
 	size_t pushed; /* bytes of it in the pipe */
 	bool in_region;
+	bool turn; /* holds the pipe's turn (turn.h) */
 };
 
 /* Gives the ring back after the op: the next write of this thread may run. */
@@ -188,6 +190,10 @@ static void op_cancelled(void *arg)
 	struct write_op *op = arg;
 	int saved = errno;
 
+	if (op->turn) {
+		pp_turn_give(op->p);
+		op->turn = false;
+	}
 	op_release_ring(op, now_ns());
 	op_unpin(op);
 	if (op->done) {
@@ -259,6 +265,26 @@ static void maybe_trim(uint64_t now)
 		return;
 	if (prev)
 		pp_rings_trim_idle(now, pp_psi_poll(now));
+}
+
+/* The pipe's turn, waited for with the op's clean-up covering the wait: see turn.h. */
+static int op_take_turn(struct write_op *op)
+{
+	int r;
+
+	pthread_cleanup_push(op_cancelled, op);
+	r = pp_turn_take(op->p);
+	pthread_cleanup_pop(0);
+	op->turn = !r;
+	return r;
+}
+
+static void op_give_turn(struct write_op *op)
+{
+	if (op->turn) {
+		pp_turn_give(op->p);
+		op->turn = false;
+	}
 }
 
 /* write_rest() to the call's file, with write()'s cancellation point covered. */
@@ -457,8 +483,16 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		}
 		op.roff = (size_t)roff;
 		op.pushed = 0;
+		if (pp_turns_on() && (ret = op_take_turn(&op))) {
+			/* Nothing of this region moved: the real call decides, or the count. */
+			stopped = "a signal ended the wait for the pipe's turn";
+			if (!op.done)
+				ret = 0;
+			break;
+		}
 		op.in_region = true;
 		ret = push_region(&op, chunk, &vflags);
+		op_give_turn(&op);
 		if (ret == PP_DECLINE) {
 			op.in_region = false;
 			op_release_ring(&op, now_ns());

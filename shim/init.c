@@ -17,6 +17,7 @@
 #include "stats.h"
 #include "sys.h"
 #include "thp.h"
+#include "turn.h"
 #include "vfork.h"
 
 #include <pthread.h>
@@ -55,6 +56,7 @@ static void after_fork_child(void)
 	pp_ring_after_fork_child();
 	pp_engine_after_fork_child();
 	pp_thp_after_fork_child();
+	pp_turn_after_fork_child();
 	pp_psi_after_fork_child();
 	/* A thread that was reporting is not in the child; the child reports its own. */
 	report_owner = 0;

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "registry.h"
 #include "ring.h"
+#include "turn.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -274,6 +275,7 @@ void pp_pipes_after_fork_child(void)
 	for (struct pp_pipe *p = live; p; p = p->next) {
 		p->users = 0;
 		pp_rings_forget(p);
+		pp_turn_forget(p);
 	}
 }
 

@@ -45,6 +45,8 @@ struct pp_pipe {
 	int users; /* writers inside the engine (atomic) */
 	int state; /* PP_PIPE_LIVE, PP_PIPE_DEAD (no fd left), PP_PIPE_FREED */
 	int lock; /* guards rings (spin; never held across a syscall) */
+	int turn; /* tid of the writer pushing now, 0 none (turn.c) */
+	int turn_waiters; /* writers waiting for the turn */
 	int path_told; /* PPIPE_DEBUG said which path it took, in this process */
 	const char *last_fallback; /* why its last large write took the real call */
 	bool marked_here; /* made unsafe by this process (or its parent): reason says why */

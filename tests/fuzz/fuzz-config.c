@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 static const char *const names[] = {
-	"PPIPE_FDS",	  "PPIPE_MODE",	     "PPIPE_MIN_WRITE", "PPIPE_READERS",  "PPIPE_STATS",
-	"PPIPE_DEBUG",	  "PPIPE_VERBOSE",   "PPIPE_RING_SIZE", "PPIPE_POOL_MAX", "PPIPE_POOL_KEEP",
-	"PPIPE_IDLE_MS",  "PPIPE_NUMA_NODE", "PPIPE_PSI",	"PPIPE_PSI_FILE", "PPIPE_THP",
-	"PPIPE_REGISTRY", "PPIPE_MIN_WIRTE",
+	"PPIPE_FDS",	 "PPIPE_MODE",	    "PPIPE_MIN_WRITE", "PPIPE_READERS",	 "PPIPE_STATS",
+	"PPIPE_DEBUG",	 "PPIPE_VERBOSE",   "PPIPE_RING_SIZE", "PPIPE_POOL_MAX", "PPIPE_POOL_KEEP",
+	"PPIPE_IDLE_MS", "PPIPE_NUMA_NODE", "PPIPE_PSI",       "PPIPE_PSI_FILE", "PPIPE_THP",
+	"PPIPE_TURNS",	 "PPIPE_REGISTRY",  "PPIPE_MIN_WIRTE",
 };
 
 static void check_ranges(void)
@@ -36,7 +36,7 @@ static void check_ranges(void)
 	    pp_cfg.numa_node < -1 || pp_cfg.numa_node > 1023 ||
 	    strnlen(pp_cfg.stats, sizeof(pp_cfg.stats)) == sizeof(pp_cfg.stats) ||
 	    (unsigned int)pp_cfg.mode > PP_MODE_OFF || (unsigned int)pp_cfg.readers > 1 ||
-	    (unsigned int)pp_cfg.thp > PP_THP_OFF) {
+	    (unsigned int)pp_cfg.thp > PP_THP_OFF || (unsigned int)pp_cfg.turns > PP_TURNS_OFF) {
 		fprintf(stderr, "fuzz-config: a value out of its range\n");
 		abort();
 	}

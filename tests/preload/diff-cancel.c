@@ -5,7 +5,10 @@
  * before the write moved anything, and a pipe that filled up after the
  * write moved part of its bytes. The bytes already moved stay in the
  * pipe, and afterwards another thread writes to the same pipe, and so
- * does the cancelled thread's successor, with every byte checked.
+ * does the cancelled thread's successor, with every byte checked. A
+ * third case queues a second writer behind the blocked one (with
+ * libppipe it waits for the pipe's turn, in the kernel for the pipe) and
+ * cancels it first: it must end having moved nothing.
  */
 #include "helpers.h"
 
@@ -61,9 +64,11 @@ static size_t read_all(int fd, unsigned char *out, size_t cap)
  * One scenario: @before bytes of stream 1 are in the pipe (and @drain of
  * them read) when a thread writes BIG bytes of stream 2 and is cancelled.
  * Then a new thread writes BIG bytes of stream 3. The reader must get
- * stream 1's bytes, a prefix of stream 2, then all of stream 3.
+ * stream 1's bytes, a prefix of stream 2, then all of stream 3. With
+ * @queued, a second thread writing stream 4 waits behind the first and
+ * is cancelled before it: none of stream 4 may arrive.
  */
-static void scenario(const char *name, size_t before, size_t drain)
+static void scenario(const char *name, size_t before, size_t drain, bool queued)
 {
 	static unsigned char src2[BIG], src3[BIG], got[3 * BIG + PIPE_SZ];
 	struct job j = { 0 }, k = { 0 };
@@ -88,6 +93,24 @@ static void scenario(const char *name, size_t before, size_t drain)
 	while (!j.started)
 		t_usleep(1000);
 	t_usleep(200 * 1000); /* let it block */
+	if (queued) {
+		static unsigned char src4[BIG];
+		struct job q = { .fd = p[1], .buf = src4, .len = BIG, .ret = -2 };
+		pthread_t tq;
+
+		t_fill(src4, BIG, 4, 0);
+		if (pthread_create(&tq, NULL, writer, &q))
+			t_die("pthread_create");
+		while (!q.started)
+			t_usleep(1000);
+		t_usleep(200 * 1000);
+		pthread_cancel(tq);
+		pthread_join(tq, &res);
+		t_log("%s: queued writer %s", name,
+		      res == PTHREAD_CANCELED ? "cancelled" : "returned");
+		t_check(res == PTHREAD_CANCELED, "%s: the queued writer was not cancelled (%zd)",
+			name, q.ret);
+	}
 	pthread_cancel(t);
 	pthread_join(t, &res);
 	t_log("%s: writer %s", name, res == PTHREAD_CANCELED ? "cancelled" : "returned");
@@ -123,8 +146,10 @@ int main(void)
 {
 	t_init("diff-cancel");
 	/* Full before the write: the wait that has not moved bytes yet. */
-	scenario("full pipe", PIPE_SZ, 0);
+	scenario("full pipe", PIPE_SZ, 0, false);
 	/* Room for 48 KiB: the write moves them, then waits after progress. */
-	scenario("after progress", PIPE_SZ, 48 * 1024);
+	scenario("after progress", PIPE_SZ, 48 * 1024, false);
+	/* A second writer queued behind the blocked one, cancelled first. */
+	scenario("queued writer", PIPE_SZ, 0, true);
 	return t_finish();
 }

@@ -328,6 +328,8 @@ static void test_good_values(void)
 		{ "PPIPE_THP=auto", PP_THP_AUTO },
 		{ "PPIPE_THP=on", PP_THP_ON },
 		{ "PPIPE_THP=off", PP_THP_OFF },
+		{ "PPIPE_TURNS=on", PP_TURNS_ON },
+		{ "PPIPE_TURNS=Off", PP_TURNS_OFF },
 	};
 	for (size_t i = 0; i < sizeof(en) / sizeof(en[0]); i++) {
 		err = load((char *)en[i].env);
@@ -336,6 +338,8 @@ static void test_good_values(void)
 			CHECK((int)pp_cfg.mode == en[i].v, "%s", en[i].env);
 		else if (!strncmp(en[i].env, "PPIPE_READERS", 13))
 			CHECK((int)pp_cfg.readers == en[i].v, "%s", en[i].env);
+		else if (!strncmp(en[i].env, "PPIPE_TURNS", 11))
+			CHECK((int)pp_cfg.turns == en[i].v, "%s", en[i].env);
 		else
 			CHECK((int)pp_cfg.thp == en[i].v, "%s", en[i].env);
 	}
@@ -585,7 +589,7 @@ static void test_dump(void)
 	pp_config_dump(2);
 	err = capture_end();
 	n = lines(err);
-	CHECK(n == 15, "the dump has 15 lines, got %u:\n%s", n, err);
+	CHECK(n == 16, "the dump has 16 lines, got %u:\n%s", n, err);
 	for (const char *l = err; *l; l = strchr(l, '\n') + 1) {
 		CHECK(!strncmp(l, prefix, strlen(prefix)) &&
 			      !strncmp(l + strlen(prefix), "PPIPE_", 6),
@@ -625,7 +629,7 @@ static void test_dump(void)
 	capture_begin();
 	pp_config_dump(2);
 	err = capture_end();
-	CHECK(lines(err) == 15 && strstr(err, "PPIPE_STATS=\"\"  # ") &&
+	CHECK(lines(err) == 16 && strstr(err, "PPIPE_STATS=\"\"  # ") &&
 		      strstr(err, "PPIPE_FDS=0,1,2,3,") && strstr(err, ",1022,1023  # "),
 	      "dump of defaults: %s", err);
 }
