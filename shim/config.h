@@ -14,7 +14,7 @@
 enum pp_mode { PP_MODE_AUTO, PP_MODE_VMSPLICE, PP_MODE_URING, PP_MODE_OFF };
 enum pp_readers { PP_READERS_VERIFY, PP_READERS_TRUST };
 enum pp_thp { PP_THP_AUTO, PP_THP_ON, PP_THP_OFF };
-enum pp_turns { PP_TURNS_ON, PP_TURNS_OFF };
+enum pp_turns { PP_TURNS_AUTO, PP_TURNS_ON, PP_TURNS_OFF };
 
 /* Highest fd number a PPIPE_FDS list can name. */
 #define PP_FDS_LIST_MAX 1024

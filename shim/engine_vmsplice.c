@@ -351,6 +351,21 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 			op->pushed += (size_t)n;
 			continue;
 		}
+		if (n == -EAGAIN && !op->turn && pp_turns_on(op->p)) {
+			/*
+			 * The pipe is full: wait for room in turns (turn.h).
+			 * The holder may leave room behind: try again first.
+			 * A signal that ends this wait would have ended a
+			 * plain write() waiting for room: EINTR, or the count.
+			 */
+			long t = op_take_turn(op);
+
+			if (!t)
+				continue;
+			if (t != -EDEADLK)
+				return t;
+			/* This thread holds it already (a handler in a write): wait without. */
+		}
 		if (n == -EAGAIN) {
 			n = op_next_call(op);
 			if (n)
@@ -483,13 +498,6 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		}
 		op.roff = (size_t)roff;
 		op.pushed = 0;
-		if (pp_turns_on() && (ret = op_take_turn(&op))) {
-			/* Nothing of this region moved: the real call decides, or the count. */
-			stopped = "a signal ended the wait for the pipe's turn";
-			if (!op.done)
-				ret = 0;
-			break;
-		}
 		op.in_region = true;
 		ret = push_region(&op, chunk, &vflags);
 		op_give_turn(&op);
@@ -508,6 +516,8 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	now = now_ns();
 	if (r->thp && op.done)
 		pp_ring_account(r, op.t0 && pp_thp_timing() ? now - op.t0 : 0, op.done);
+	if (op.done)
+		pp_turn_account(p, op.done, now);
 	op_release_ring(&op, now);
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);

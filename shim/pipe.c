@@ -126,6 +126,7 @@ static struct pp_pipe *pipe_new(uint64_t ino, struct pp_shared *sh, bool created
 	}
 	p = &s->p;
 	memset(p, 0, sizeof(*p));
+	pp_turn_trial_init(&p->turn_trial);
 	p->ino = ino;
 	p->created_here = created_here;
 	/* Outside the registry (trust mode, inherited pipes) nothing is shared. */

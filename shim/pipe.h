@@ -13,6 +13,7 @@
 #define PP_PIPE_H
 
 #include "stats.h"
+#include "turn.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,6 +48,7 @@ struct pp_pipe {
 	int lock; /* guards rings (spin; never held across a syscall) */
 	int turn; /* tid of the writer pushing now, 0 none (turn.c) */
 	int turn_waiters; /* writers waiting for the turn */
+	struct pp_turn_trial turn_trial; /* PPIPE_TURNS=auto */
 	int path_told; /* PPIPE_DEBUG said which path it took, in this process */
 	const char *last_fallback; /* why its last large write took the real call */
 	bool marked_here; /* made unsafe by this process (or its parent): reason says why */

@@ -10,6 +10,7 @@
 #include "turn.h"
 
 #include "config.h"
+#include "log.h"
 #include "pipe.h"
 #include "sys.h"
 
@@ -24,9 +25,95 @@
 
 static __thread long tl_tid __attribute__((tls_model("initial-exec")));
 
-bool pp_turns_on(void)
+#define TURN_WINDOW_NS 10000000ull
+/* A window this much longer than TURN_WINDOW_NS had the pipe idle: not counted. */
+#define TURN_WINDOW_MAX_NS (4 * TURN_WINDOW_NS)
+/* Turns must win by this much, in percent, to be chosen. */
+#define TURN_WIN_PCT 110
+/* Windows after a choice before the next trial (about two seconds of writing). */
+#define TURN_REVISIT 200
+
+bool pp_turns_on(struct pp_pipe *p)
 {
-	return pp_cfg.turns != PP_TURNS_OFF;
+	const struct pp_turn_trial *t = &p->turn_trial;
+	int c;
+
+	if (pp_cfg.turns != PP_TURNS_AUTO)
+		return pp_cfg.turns == PP_TURNS_ON;
+	c = __atomic_load_n(&t->choice, __ATOMIC_RELAXED);
+	return c >= 0 ? c != 0 : (__atomic_load_n(&t->ended, __ATOMIC_RELAXED) & 1) != 0;
+}
+
+void pp_turn_trial_init(struct pp_turn_trial *t)
+{
+	*t = (struct pp_turn_trial){ .choice = -1 };
+}
+
+static uint64_t median3(const uint64_t *v)
+{
+	uint64_t a = v[0], b = v[1], c = v[2];
+
+	_Static_assert(PP_TURN_WINDOWS == 3, "median3() takes three windows");
+	if (a > b) {
+		uint64_t x = a;
+
+		a = b;
+		b = x;
+	}
+	return c < a ? a : c > b ? b : c;
+}
+
+/* The window that began at @start ended at @now with @bytes written: one writer is here. */
+static void window_ended(struct pp_pipe *p, uint64_t start, uint64_t now, uint64_t bytes)
+{
+	struct pp_turn_trial *t = &p->turn_trial;
+	uint32_t e = __atomic_load_n(&t->ended, __ATOMIC_RELAXED);
+	uint64_t on, off;
+
+	if (__atomic_load_n(&t->choice, __ATOMIC_RELAXED) >= 0) {
+		if (e + 1 >= TURN_REVISIT) {
+			__atomic_store_n(&t->ended, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&t->choice, -1, __ATOMIC_RELAXED);
+		} else {
+			__atomic_store_n(&t->ended, e + 1, __ATOMIC_RELAXED);
+		}
+		return;
+	}
+	if (now - start > TURN_WINDOW_MAX_NS)
+		return; /* the pipe sat idle: the same side again */
+	t->rate[e & 1][e / 2] = bytes * 1000000 / (now - start);
+	if (e + 1 < 2 * PP_TURN_WINDOWS) {
+		__atomic_store_n(&t->ended, e + 1, __ATOMIC_RELAXED);
+		return;
+	}
+	off = median3(t->rate[0]);
+	on = median3(t->rate[1]);
+	pp_debug("turns: pipe %llu: %s (%llu MB/s with turns, %llu without, medians of %d windows)",
+		 (unsigned long long)p->ino, on * 100 > off * TURN_WIN_PCT ? "on" : "off",
+		 (unsigned long long)(on / 1000), (unsigned long long)(off / 1000),
+		 PP_TURN_WINDOWS);
+	__atomic_store_n(&t->ended, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->choice, on * 100 > off * TURN_WIN_PCT, __ATOMIC_RELAXED);
+}
+
+void pp_turn_account(struct pp_pipe *p, size_t bytes, uint64_t now)
+{
+	struct pp_turn_trial *t = &p->turn_trial;
+	uint64_t start;
+
+	if (pp_cfg.turns != PP_TURNS_AUTO)
+		return;
+	__atomic_add_fetch(&t->bytes, bytes, __ATOMIC_RELAXED);
+	start = __atomic_load_n(&t->start, __ATOMIC_RELAXED);
+	if (start && now > start && now - start < TURN_WINDOW_NS)
+		return;
+	/* One writer ends the window and starts the next. */
+	if (!__atomic_compare_exchange_n(&t->start, &start, now, false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED))
+		return;
+	bytes = __atomic_exchange_n(&t->bytes, 0, __ATOMIC_RELAXED);
+	if (start && now > start)
+		window_ended(p, start, now, bytes);
 }
 
 int pp_turn_take(struct pp_pipe *p)
@@ -73,6 +160,7 @@ void pp_turn_forget(struct pp_pipe *p)
 {
 	p->turn = 0;
 	p->turn_waiters = 0;
+	pp_turn_trial_init(&p->turn_trial);
 }
 
 void pp_turn_after_fork_child(void)

@@ -328,6 +328,7 @@ static void test_good_values(void)
 		{ "PPIPE_THP=auto", PP_THP_AUTO },
 		{ "PPIPE_THP=on", PP_THP_ON },
 		{ "PPIPE_THP=off", PP_THP_OFF },
+		{ "PPIPE_TURNS=auto", PP_TURNS_AUTO },
 		{ "PPIPE_TURNS=on", PP_TURNS_ON },
 		{ "PPIPE_TURNS=Off", PP_TURNS_OFF },
 	};
