@@ -504,6 +504,8 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		if (ret == PP_DECLINE) {
 			op.in_region = false;
 			op_release_ring(&op, now_ns());
+			/* A retry after a wait may be refused too: its pin goes with it. */
+			op_unpin(&op);
 			return decline(p, "vmsplice refused the fd");
 		}
 		pp_ring_commit(r, op.roff, op.pushed);

@@ -26,6 +26,8 @@ FAULTS = [
     ("vmsplice ENOMEM", {"PPIPE_TEST_FAULT": "vmsplice:ENOMEM:7"}),
     ("vmsplice EFAULT", {"PPIPE_TEST_FAULT": "vmsplice:EFAULT:5"}),
     ("vmsplice EAGAIN", {"PPIPE_TEST_FAULT": "vmsplice:EAGAIN:3"}),
+    # Writer turns retry right after a full pipe: a refusal then, with the write's pin held.
+    ("vmsplice ENOMEM, turns on", {"PPIPE_TEST_FAULT": "vmsplice:ENOMEM:7", "PPIPE_TURNS": "on"}),
     ("ring mmap ENOMEM", {"PPIPE_TEST_FAULT": "mmap:ENOMEM:2"}),
     ("F_GETPIPE_SZ fails", {"PPIPE_TEST_FAULT": "getpipesz:EINVAL:1"}),
     ("FIONREAD fails", {"PPIPE_TEST_FAULT": "fionread:EIO:2", "PPIPE_RING_SIZE": "64K"}),
