@@ -38,6 +38,7 @@ enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 
 #define MAX_TASKS 1024
 #define MAX_SIZE (256ull << 20)
+#define MAX_WORK_NS 1000000000ull
 
 struct options {
 	int procs;
@@ -45,6 +46,7 @@ struct options {
 	unsigned int writers, readers;
 	uint64_t size, read_size, pipe_size;
 	double duration;
+	uint64_t work_ns; /* --work: the producer's computation before each write */
 	int verify, memory_pressure, json;
 	uint64_t pressure_limit;
 	int cpus_w[CLI_MAX_CPUS], ncpus_w;
@@ -56,6 +58,8 @@ struct writer_stats {
 	uint64_t writes;
 	uint64_t bytes;
 	uint64_t end_ns;
+	uint64_t works, work_time_ns; /* --work: how often, and how long it took */
+	uint64_t work_state; /* the end of its chain, so that no step is dead code */
 	int error;
 	struct histogram hist;
 };
@@ -72,6 +76,7 @@ struct shared {
 
 struct bench {
 	const struct options *opt;
+	uint64_t work_steps; /* --work in steps of work_run(), see work_calibrate() */
 	struct shared *sh;
 	int fds[2];
 	int start[2];
@@ -88,6 +93,12 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die_env(const char *what, int err)
+{
+	fprintf(stderr, "ppipe-bench: %s: %s\n", what, strerror(err));
+	exit(EXIT_ENV);
 }
 
 /* Blocks until the main thread closes the start pipe's write end. */
@@ -109,12 +120,101 @@ static void *alloc_buffer(uint64_t size)
 	return p;
 }
 
+/*
+ * --work: the producer's computation before each write, as a compressor
+ * or an encoder would do it, writing its output into the buffer.
+ *
+ * Each step transforms one 64-bit word of the buffer in place, mixed with
+ * a state that every step advances by a multiply: a dependency chain that
+ * the CPU cannot overlap and the compiler cannot vectorize, and stores
+ * into memory that write() then reads, so none of it can be removed. The
+ * output comes out at a few GB/s, below memcpy's speed, as a real
+ * producer's does, and passes wrap around the buffer where the last one
+ * stopped, so the writer's cache holds what it is about to write.
+ *
+ * The amount is a fixed number of steps per write, calibrated once to
+ * take --work ns on this machine, rather than a loop that reads a clock
+ * until the time is up: a producer's work is fixed in instructions, so
+ * when the pipe's readers and writers compete for the CPUs it takes
+ * longer, as the real one would (work_avg_ns shows it), and no clock read
+ * or system call (CLOCK_THREAD_CPUTIME_ID has no vDSO path) sits in the
+ * loop it measures.
+ */
+static uint64_t work_run(uint64_t *words, size_t nwords, size_t *pos, uint64_t state,
+			 uint64_t steps)
+{
+	size_t i = *pos;
+
+	while (steps--) {
+		state = state * 6364136223846793005ull + 1442695040888963407ull;
+		words[i] = (words[i] ^ state) * 0x9e3779b97f4a7c15ull;
+		if (++i == nwords)
+			i = 0;
+	}
+	*pos = i;
+	return state;
+}
+
+/* The words --work transforms: all of a write's bytes, at least one word. */
+static size_t work_words(uint64_t size)
+{
+	return (size_t)((size + 7) / 8);
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Steps of work_run() that take @o->work_ns on a buffer of the write size:
+ * measured in this thread's CPU time (a preemption does not count) before
+ * any worker runs, the fastest of three measurements of at least 2 ms.
+ */
+static uint64_t work_calibrate(const struct options *o)
+{
+	size_t n = work_words(o->size), pos = 0;
+	uint64_t *words = alloc_buffer(n * 8), state = 1, steps = 4096, best = UINT64_MAX;
+	volatile uint64_t sink;
+	double per_ns;
+
+	if (!o->work_ns)
+		return 0;
+	if (!words)
+		die_env("malloc", ENOMEM);
+	for (int good = 0; good < 3;) {
+		uint64_t t0 = cpu_ns(), dt;
+
+		state = work_run(words, n, &pos, state, steps);
+		dt = cpu_ns() - t0;
+		if (dt < 2000000) {
+			steps *= 2;
+			good = 0;
+			best = UINT64_MAX;
+			continue;
+		}
+		if (dt < best)
+			best = dt;
+		good++;
+	}
+	sink = state;
+	(void)sink;
+	free(words);
+	per_ns = (double)steps / (double)best;
+	return (uint64_t)((double)o->work_ns * per_ns + 0.5) ?: 1;
+}
+
 static void writer_loop(struct bench *b, unsigned int id)
 {
 	const struct options *o = b->opt;
 	struct writer_stats *ws = &b->sh->w[id];
-	unsigned char *buf = alloc_buffer(o->size);
-	uint64_t pos = 0;
+	/* The work's words cover the write's last bytes whole. */
+	unsigned char *buf = alloc_buffer(b->work_steps ? work_words(o->size) * 8 : o->size);
+	uint64_t pos = 0, state = id + 1;
+	size_t work_pos = 0;
 
 	cli_pin_one("ppipe-bench", o->cpus_w, o->ncpus_w, id);
 	wait_start(b);
@@ -126,6 +226,14 @@ static void writer_loop(struct bench *b, unsigned int id)
 		uint64_t t0, dt;
 		ssize_t n;
 
+		if (b->work_steps) {
+			t0 = now_ns();
+			state = work_run((uint64_t *)buf, work_words(o->size), &work_pos, state,
+					 b->work_steps);
+			ws->work_time_ns += now_ns() - t0;
+			ws->works++;
+		}
+		/* After the work: the verified stream is what goes out. */
 		if (o->verify)
 			stream_fill(id, pos, buf, o->size);
 		t0 = now_ns();
@@ -144,6 +252,7 @@ static void writer_loop(struct bench *b, unsigned int id)
 	}
 out:
 	ws->end_ns = now_ns();
+	ws->work_state = state;
 	free(buf);
 }
 
@@ -298,11 +407,15 @@ static int run_procs(struct bench *b, uint64_t *start)
 struct summary {
 	uint64_t writes, bytes, end_ns;
 	double elapsed_s, mbps, writes_per_s;
+	double write_time_share; /* of the writers' time, the part inside write() */
+	uint64_t work_avg_ns; /* --work: what it took per write, on the clock */
 	struct histogram hist;
 };
 
 static void summarize(const struct bench *b, uint64_t start, struct summary *s)
 {
+	uint64_t lives = 0, works = 0, work_time = 0;
+
 	memset(s, 0, sizeof(*s));
 	for (unsigned int i = 0; i < b->opt->writers; i++) {
 		const struct writer_stats *ws = &b->sh->w[i];
@@ -311,8 +424,21 @@ static void summarize(const struct bench *b, uint64_t start, struct summary *s)
 		s->bytes += ws->bytes;
 		if (ws->end_ns > s->end_ns)
 			s->end_ns = ws->end_ns;
+		if (ws->end_ns > start)
+			lives += ws->end_ns - start;
+		works += ws->works;
+		work_time += ws->work_time_ns;
 		hist_merge(&s->hist, &ws->hist);
 	}
+	/*
+	 * What write-behind could give back to the producer: the histogram
+	 * holds every write()'s duration, each writer lives from the start
+	 * to its end.
+	 */
+	if (lives)
+		s->write_time_share = (double)s->hist.sum / (double)lives;
+	if (works)
+		s->work_avg_ns = work_time / works;
 	s->elapsed_s = (double)(s->end_ns - start) / 1e9;
 	if (s->elapsed_s > 0) {
 		s->mbps = (double)s->bytes / s->elapsed_s / (1024.0 * 1024.0);
@@ -374,16 +500,19 @@ static void print_json(const struct bench *b, const struct summary *s, const str
 	fprintf(f,
 		"{\"tool\":\"ppipe-bench\",\"version\":\"%s\",\"mode\":\"%s\",\"writers\":%u,"
 		"\"readers\":%u,\"size\":%" PRIu64 ",\"read_size\":%" PRIu64
-		",\"pipe_size\":%" PRIu64 ",\"duration_s\":%g,\"elapsed_s\":%.6f,",
+		",\"pipe_size\":%" PRIu64 ",\"work_ns\":%" PRIu64
+		",\"duration_s\":%g,\"elapsed_s\":%.6f,",
 		PPIPE_VERSION, o->procs ? "procs" : "threads", o->writers, o->readers, o->size,
-		o->read_size, o->pipe_size, o->duration, s->elapsed_s);
+		o->read_size, o->pipe_size, o->work_ns, o->duration, s->elapsed_s);
 	fprintf(f, "\"verify\":%s,\"verified\":%s,\"memory_pressure\":%s,",
 		o->verify ? "true" : "false", o->verify ? (verified ? "true" : "false") : "null",
 		o->memory_pressure ? "true" : "false");
 	fprintf(f,
 		"\"writes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bytes_read\":%" PRIu64
-		",\"mbps\":%.3f,\"writes_per_s\":%.1f,",
-		s->writes, s->bytes, b->sh->bytes_read, s->mbps, s->writes_per_s);
+		",\"mbps\":%.3f,\"writes_per_s\":%.1f,\"write_time_share\":%.4f,\"work_avg_ns\":%" PRIu64
+		",",
+		s->writes, s->bytes, b->sh->bytes_read, s->mbps, s->writes_per_s,
+		s->write_time_share, s->work_avg_ns);
 	fprintf(f,
 		"\"lat_avg_ns\":%" PRIu64 ",\"lat_p50_ns\":%" PRIu64 ",\"lat_p99_ns\":%" PRIu64
 		",\"lat_p999_ns\":%" PRIu64 ",\"lat_max_ns\":%" PRIu64 ",\"per_writer\":[",
@@ -421,12 +550,16 @@ static void print_text(const struct bench *b, const struct summary *s, const str
 	const struct histogram *h = &s->hist;
 
 	printf("config: mode=%s writers=%u readers=%u size=%" PRIu64 " pipe_size=%" PRIu64
-	       " duration=%g memory_pressure=%s verify=%s\n",
+	       " work_ns=%" PRIu64 " duration=%g memory_pressure=%s verify=%s\n",
 	       o->procs ? "procs" : "threads", o->writers, o->readers, o->size, o->pipe_size,
-	       o->duration, o->memory_pressure ? "yes" : "no", o->verify ? "yes" : "no");
+	       o->work_ns, o->duration, o->memory_pressure ? "yes" : "no",
+	       o->verify ? "yes" : "no");
 	printf("writes: total=%" PRIu64 " rate=%.0f/s elapsed=%.3fs\n", s->writes, s->writes_per_s,
 	       s->elapsed_s);
 	printf("throughput_MBps: %.2f\n", s->mbps);
+	printf("write_time_share: %.4f\n", s->write_time_share);
+	if (o->work_ns)
+		printf("work_avg_ns: %" PRIu64 "\n", s->work_avg_ns);
 	printf("lat_avg_ns: %" PRIu64 "\nlat_p50_ns: %" PRIu64 "\nlat_p99_ns: %" PRIu64
 	       "\nlat_p999_ns: %" PRIu64 "\nlat_max_ns: %" PRIu64 "\n",
 	       hist_mean(h), hist_quantile(h, 0.50), hist_quantile(h, 0.99),
@@ -436,12 +569,6 @@ static void print_text(const struct bench *b, const struct summary *s, const str
 		       p->stressor, pressure_saw_direct_reclaim(p) ? "yes" : "NO");
 	if (o->verify)
 		printf("verify: %s\n", verified ? "ok" : "FAILED");
-}
-
-static void die_env(const char *what, int err)
-{
-	fprintf(stderr, "ppipe-bench: %s: %s\n", what, strerror(err));
-	exit(EXIT_ENV);
 }
 
 /*
@@ -484,6 +611,8 @@ static void usage(FILE *f)
 		"  -r, --readers N         reader count (1)\n"
 		"  -s, --size BYTES        bytes per write(), K/M/G suffixes are binary (64K)\n"
 		"      --read-size BYTES   bytes per read() (same as --size)\n"
+		"      --work NS           each writer computes NS ns before every write, into\n"
+		"                          its buffer (ns, or us/ms/s suffixes; 0: none)\n"
 		"  -p, --pipe-size BYTES   F_SETPIPE_SZ; 0 keeps the default (1M)\n"
 		"  -d, --duration SECONDS  run time, fractions allowed (3)\n"
 		"      --verify            check every byte (sequence numbers, checksums)\n"
@@ -525,6 +654,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 	enum {
 		O_MODE = 256,
 		O_READ_SIZE,
+		O_WORK,
 		O_VERIFY,
 		O_PRESSURE,
 		O_LIMIT,
@@ -541,6 +671,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		{ "readers", required_argument, NULL, 'r' },
 		{ "size", required_argument, NULL, 's' },
 		{ "read-size", required_argument, NULL, O_READ_SIZE },
+		{ "work", required_argument, NULL, O_WORK },
 		{ "pipe-size", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "verify", no_argument, NULL, O_VERIFY },
@@ -590,6 +721,13 @@ static void parse_args(int argc, char **argv, struct options *o)
 			    o->read_size > MAX_SIZE)
 				die_usage("--read-size: '%s' is not a byte count from 1 to 256M",
 					  optarg);
+			break;
+		case O_WORK:
+			if (cli_parse_ns(optarg, &o->work_ns) || o->work_ns > MAX_WORK_NS)
+				die_usage(
+					"--work: '%s' is not a time from 0 to 1s (ns, or a us, ms "
+					"or s suffix)",
+					optarg);
 			break;
 		case 'p':
 			if (cli_parse_size(optarg, &o->pipe_size) || o->pipe_size > INT_MAX)
@@ -652,6 +790,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 		die_usage("unexpected argument '%s'", argv[optind]);
 	if (!o->read_size)
 		o->read_size = o->size;
+	if (o->memcpy && o->work_ns)
+		die_usage("--work applies to --mode threads and procs, not memcpy");
 	if (o->verify && o->writers > STREAM_MAX_WRITERS) {
 		fprintf(stderr, "ppipe-bench: --verify supports at most %d writers\n",
 			STREAM_MAX_WRITERS);
@@ -725,6 +865,8 @@ int main(int argc, char **argv)
 			opt.expect_preload);
 		return EXIT_ENV;
 	}
+	/* Before the pressure's stressors take CPU time and memory. */
+	b.work_steps = work_calibrate(&opt);
 	if (opt.memory_pressure && pressure_start(&pr, opt.pressure_limit, err, sizeof(err))) {
 		fprintf(stderr, "ppipe-bench: %s\n", err);
 		return EXIT_ENV;

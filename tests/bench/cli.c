@@ -46,6 +46,34 @@ int cli_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+int cli_parse_ns(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *name;
+		uint64_t scale;
+	} units[] = {
+		{ "", 1 }, { "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 }
+	};
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].name))
+			continue;
+		if (v > UINT64_MAX / units[i].scale)
+			return -1;
+		*out = (uint64_t)v * units[i].scale;
+		return 0;
+	}
+	return -1;
+}
+
 int cli_parse_cpus(const char *s, int *cpus)
 {
 	int n = 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the harness programs (ppipe-bench, ppipe-stage) share on their
- * command lines: byte counts with binary suffixes, cpu lists and pinning,
+ * command lines: byte counts with binary suffixes, times, cpu lists and pinning,
  * and which preload libraries ld.so really mapped (it only warns when a
  * preload fails, so a run "with the library" has to check).
  */
@@ -15,6 +15,11 @@
 
 /* Decimal byte count with an optional binary K/M/G suffix: 0, or -1 if malformed. */
 int cli_parse_size(const char *s, uint64_t *out);
+/*
+ * A time in nanoseconds: a decimal count with an optional unit ns, us, ms
+ * or s (20us = 20000). 0, or -1 if malformed or beyond 2^64 ns.
+ */
+int cli_parse_ns(const char *s, uint64_t *out);
 /* A cpu list such as 0,2-3 into @cpus (CLI_MAX_CPUS): the count, or -1 if malformed. */
 int cli_parse_cpus(const char *s, int *cpus);
 /* Pins the calling thread to cpus[id % n]; no-op when n is 0; warns on failure. */

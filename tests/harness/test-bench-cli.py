@@ -47,6 +47,15 @@ BAD = [
     (["-s"], "-s"),
     (["stray"], "stray"),
     (["--verify", "-w", "17"], "--verify"),
+    (["--work", "-1"], "--work"),
+    (["--work", "1.5us"], "--work"),
+    (["--work", "5min"], "--work"),
+    (["--work", "us"], "--work"),
+    (["--work", ""], "--work"),
+    (["--work", "1001ms"], "--work"),
+    (["--work", "18446744073709551615s"], "--work"),
+    (["--work", "99999999999999999999"], "--work"),
+    (["--mode", "memcpy", "--work", "5"], "--work"),
 ]
 for args, needle in BAD:
     p = run(args + ["-d", "0.01"] if "-d" not in args else args)
@@ -69,8 +78,9 @@ check(p.returncode == 0, "threads run", p)
 if p.returncode == 0:
     r = json.loads(p.stdout)
     for key in ("tool", "version", "mode", "writers", "readers", "size", "pipe_size",
-                "mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns", "lat_p99_ns",
-                "lat_p999_ns", "lat_max_ns", "per_writer", "pressure", "preloaded"):
+                "work_ns", "mbps", "writes_per_s", "write_time_share", "work_avg_ns",
+                "lat_avg_ns", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns",
+                "per_writer", "pressure", "preloaded"):
         check(key in r, f"JSON has {key}")
     check(r.get("mode") == "threads" and r.get("writers") == 2 and r.get("readers") == 3,
           "JSON echoes the configuration")
@@ -80,6 +90,8 @@ if p.returncode == 0:
     check(r["lat_p50_ns"] <= r["lat_p99_ns"] <= r["lat_p999_ns"] <= r["lat_max_ns"],
           "percentiles are ordered")
     check(r["pipe_size"] == 1048576, "pipe resized to 1 MiB")
+    check(r["work_ns"] == 0 and r["work_avg_ns"] == 0, "no --work: no work")
+    check(0 < r["write_time_share"] <= 1, "write_time_share is a share of the writers' time")
     check(any(os.path.basename(x) == os.path.basename(PASSTHRU) for x in r["preloaded"]),
           "preloaded names the library")
 
@@ -100,6 +112,29 @@ for mode in ("threads", "procs"):
                 env_extra={"PPIPE_TEST_CORRUPT": how, "PPIPE_TEST_CORRUPT_EVERY": "20"})
         check(p.returncode == 1 and "verification failed" in p.stderr,
               f"verify catches {how} ({mode})", p)
+
+# --work: the values it takes, echoed in both outputs; the work runs before
+# every write, and the verified stream is still what goes out.
+for value, ns in (("0", 0), ("250", 250), ("3us", 3000), ("1ms", 1000000), ("20ns", 20)):
+    p = run(["-d", "0.01", "--work", value, "--json"])
+    r = json.loads(p.stdout or "{}")
+    check(p.returncode == 0 and r.get("work_ns") == ns, f"--work {value} is {ns} ns", p)
+    check((r.get("work_avg_ns", 0) > 0) == (ns > 0), f"--work {value}: work_avg_ns", p)
+p = run(["-d", "0.01", "--work", "2us"])
+check(p.returncode == 0 and " work_ns=2000 " in p.stdout and "work_avg_ns: " in p.stdout
+      and "write_time_share: " in p.stdout, "--work in the text output", p)
+p = run(["-d", "0.01"])
+check(p.returncode == 0 and " work_ns=0 " in p.stdout and "work_avg_ns" not in p.stdout,
+      "no --work in the text output", p)
+for mode in ("threads", "procs"):
+    for w, r_, size in ((1, 1, 65536), (3, 2, 4097), (2, 1, 3)):
+        args = ["--mode", mode, "-w", str(w), "-r", str(r_), "-s", str(size), "-d", "0.1",
+                "--work", "5us", "--verify", "--json"]
+        p = run(args, preload=PASSTHRU)
+        r = json.loads(p.stdout or "{}")
+        check(p.returncode == 0 and r.get("verified") is True and r.get("work_avg_ns", 0) > 0
+              and 0 < r.get("write_time_share", 0) < 1,
+              f"--work with --verify: {mode} w={w} r={r_} s={size}", p)
 
 # Even without --verify, a lost byte shows up in the byte count.
 p = run(["-s", "4096", "-d", "0.2"], preload=CORRUPT,
