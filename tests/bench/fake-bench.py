@@ -3,7 +3,8 @@
 
 Takes the ppipe-bench command line and prints a deterministic JSON result
 built from the arguments: mbps = 1000 + size/1000 + writers*10, multiplied
-by FAKE_BENCH_SHIM_FACTOR (default 1.0) when LD_PRELOAD is set.
+by FAKE_BENCH_SHIM_FACTOR (default 1.0) and PPIPE_FAKE_FACTOR (default 1.0)
+when LD_PRELOAD is set.
 
 Test hooks (environment):
   FAKE_BENCH_STATE=FILE   invocation counter; adds 0, 5 or 23 MB/s of
@@ -11,6 +12,8 @@ Test hooks (environment):
   FAKE_BENCH_FAIL=N       invocation N (needs FAKE_BENCH_STATE) exits 3
   FAKE_BENCH_VERIFY_FAIL=1  --verify runs exit 1
   FAKE_BENCH_RECLAIM=0    --memory-pressure runs report no direct reclaim
+  FAKE_BENCH_LOG=FILE     appends one JSON line per run: its arguments,
+                          whether LD_PRELOAD is set, its PPIPE_* variables
 PPIPE_* variables without LD_PRELOAD are an environment error (exit 3), so
 a runner that leaks them into baseline runs is caught.
 """
@@ -24,6 +27,18 @@ from fakecommon import Parser, fail, invocation, positive
 
 PROG = "ppipe-bench"
 fakecommon.PROG = PROG
+
+
+def log_run(preloaded):
+    """Append this run to FAKE_BENCH_LOG, if set."""
+    path = os.environ.get("FAKE_BENCH_LOG")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({
+            "argv": sys.argv[1:], "preloaded": bool(preloaded),
+            "env": {k: v for k, v in os.environ.items()
+                    if k.startswith("PPIPE_")}}) + "\n")
 
 
 def main():
@@ -46,6 +61,7 @@ def main():
     count = invocation()
     preload = os.environ.get("LD_PRELOAD", "")
     preloaded = [x for x in preload.replace(" ", ":").split(":") if x]
+    log_run(preloaded)
     if a.expect_preload and a.expect_preload not in preloaded:
         fail(3, f"--expect-preload {a.expect_preload}: not in LD_PRELOAD")
     if not preloaded and any(k.startswith("PPIPE_") for k in os.environ):
@@ -56,6 +72,7 @@ def main():
         fail(1, "verification failed: byte 42 of write 7 differs")
 
     factor = float(os.environ.get("FAKE_BENCH_SHIM_FACTOR", "1.0")) \
+        * float(os.environ.get("PPIPE_FAKE_FACTOR", "1.0")) \
         if preloaded else 1.0
     mbps = (1000 + a.s / 1000 + a.w * 10 + (0, 5, 23)[count % 3]) * factor
     rate = mbps * (1 << 20)
@@ -80,7 +97,8 @@ def main():
         "verified": True if a.verify else None,
         "memory_pressure": a.memory_pressure,
         "writes": writes, "bytes": writes * a.s, "mbps": mbps,
-        "writes_per_s": writes_per_s, "lat_avg_ns": lat,
+        "writes_per_s": writes_per_s, "write_time_share": 1.0,
+        "lat_avg_ns": lat,
         "lat_p50_ns": lat * 95 // 100, "lat_p99_ns": lat * 2,
         "lat_p999_ns": lat * 5, "lat_max_ns": lat * 20,
         "per_writer": per_writer, "pressure": pressure,

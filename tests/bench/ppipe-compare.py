@@ -5,7 +5,9 @@ Runs a matrix of ppipe-bench configurations twice per repetition (baseline
 without LD_PRELOAD, then shim with the preload library), takes medians and
 prints cover-letter shaped tables; optionally writes JSON, CSV and SVG.
 The pipeline matrix runs shell pipelines of ppipe-stage programs instead,
-with LD_PRELOAD in the environment of the sh.
+with LD_PRELOAD in the environment of the sh. With --config, every
+repetition runs plain and then the library once per named environment
+(engines, options), and the tables put them side by side.
 """
 
 import argparse
@@ -36,6 +38,8 @@ PIPE_SIZE = 1 << 20
 PIPELINE_PIPE_SIZE = 65536
 METRICS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
            "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
+# Recorded when the program reports it (ppipe-stage does not): None else.
+OPTIONAL_METRICS = ("write_time_share",)
 SIDES = ("baseline", "shim")
 MATRICES = ("sweep", "sizes", "small", "pipeline")
 ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small",
@@ -50,9 +54,20 @@ CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
               "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps",
               "hops")
 RESULT_KEYS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
-               "memory_pressure", "baseline", "shim", "ratio_mbps")
+               "memory_pressure", "baseline")
+# A result holds these, or "configs" (a run with --config).
+TWO_WAY_KEYS = ("shim", "ratio_mbps")
 COMPARED = ("mbps", "lat_avg_ns", "lat_p99_ns")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}\Z")
+# The plain side's names (JSON, text) and the two-way run's library side.
+RESERVED_CONFIGS = ("baseline", "plain", "shim")
+# One long-table row per configuration and side, with --config.
+MULTI_CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size",
+                    "pipe_size", "memory_pressure", "hops",
+                    "config", "mbps", "ratio_mbps", "lat_avg_ns",
+                    "lat_p50_ns", "lat_p99_ns", "spread_mbps",
+                    "write_time_share")
 
 
 class Fatal(Exception):
@@ -132,6 +147,11 @@ def run_parser():
     p.add_argument("--env", default="", metavar="'NAME=VALUE ...'",
                    help="extra environment for shim runs, "
                    "e.g. 'PPIPE_X=1 PPIPE_Y=2'")
+    p.add_argument("--config", action="append", default=[],
+                   metavar="NAME=VAR=VALUE[,VAR=VALUE...]",
+                   help="instead of one library side, one per --config: the "
+                   "library with these variables (after --env), e.g. "
+                   "uring=PPIPE_MODE=uring; repeat to compare several")
     p.add_argument("--reps", type=positive_int, metavar="N",
                    help="repetitions per side")
     p.add_argument("--duration", type=positive_float, metavar="S",
@@ -165,8 +185,9 @@ def compare_parser():
                description="Compare two saved --json results, A -> B.")
     p.add_argument("a", metavar="A.json")
     p.add_argument("b", metavar="B.json")
-    p.add_argument("--side", choices=("shim", "baseline", "ratio"),
-                   default="shim", help="what to compare (default: shim)")
+    p.add_argument("--side", default="shim",
+                   help="what to compare: shim, baseline, ratio, or the "
+                   "name of a --config of both runs (default: shim)")
     return p
 
 
@@ -188,6 +209,36 @@ def parse_env(parser, text):
             parser.error("--env: LD_PRELOAD is set from --lib")
         env[name] = value
     return env
+
+
+def parse_configs(parser, texts):
+    """Parse the --config options into [(NAME, {VAR: VALUE})], in order.
+
+    A comma starts the next variable only where VAR= follows it, so that
+    values may hold commas (PPIPE_FDS=1,2).
+    """
+    configs = []
+    for text in texts:
+        name, sep, rest = text.partition("=")
+        if not sep or not CONFIG_NAME.match(name):
+            parser.error(f"--config: {text!r} is not NAME=VAR=VALUE[,...] "
+                         "(NAME: letters, digits, . _ + -)")
+        if name in RESERVED_CONFIGS:
+            parser.error(f"--config: the name {name!r} is reserved, "
+                         "choose another")
+        if any(name == other for other, _ in configs):
+            parser.error(f"--config: {name!r} is given twice")
+        env = {}
+        for item in re.split(r",(?=[A-Za-z_][A-Za-z0-9_]*=)", rest) \
+                if rest else []:
+            var, sep, value = item.partition("=")
+            if not sep or not ENV_NAME.match(var):
+                parser.error(f"--config {name}: {item!r} is not VAR=VALUE")
+            if var == "LD_PRELOAD":
+                parser.error(f"--config {name}: LD_PRELOAD is set from --lib")
+            env[var] = value
+        configs.append((name, env))
+    return configs
 
 
 def resolve_lib(arg):
@@ -286,14 +337,42 @@ def build_matrix(preset, only, memory_pressure=False):
     return [c for m in wanted for c in matrices[m]]
 
 
-def child_envs(lib, extra):
-    """Environments for baseline and shim runs."""
+def child_envs(lib, extra, configs=()):
+    """Environments of the sides, in the order a repetition runs them:
+    baseline, then shim or, with --config, every configuration."""
     base = {k: v for k, v in os.environ.items()
             if k != "LD_PRELOAD" and not k.startswith("PPIPE_")}
-    shim = dict(base)
-    shim.update(extra)
-    shim["LD_PRELOAD"] = lib
-    return {"baseline": base, "shim": shim}
+    envs = {"baseline": base}
+    for name, env in configs or [("shim", {})]:
+        side = dict(base)
+        side.update(extra)
+        side.update(env)
+        side["LD_PRELOAD"] = lib
+        envs[name] = side
+    return envs
+
+
+def lib_sides(envs):
+    """The sides that run with the library, in order."""
+    return [side for side in envs if side != "baseline"]
+
+
+def is_multi(envs):
+    """True when --config named the library's sides (not just shim)."""
+    return lib_sides(envs) != ["shim"]
+
+
+def side_of(result, side):
+    """One side's medians in a result, two-way or --config shaped."""
+    if side in SIDES:
+        return result[side]
+    return result["configs"][side]
+
+
+def result_sides(result):
+    """The sides a result holds, baseline first."""
+    return ["baseline"] + (list(result["configs"]) if "configs" in result
+                           else ["shim"])
 
 
 # ---------------------------------------------------------------- running
@@ -411,17 +490,24 @@ def run_bench(cmd, env, timeout):
     return proc.returncode, data, err
 
 
+def config_note(envs, side):
+    """' (config NAME)' in messages about a --config side, else ''."""
+    return f" (config {side})" if is_multi(envs) else ""
+
+
 def probe(bench, lib, envs):
-    """Check that the library really preloads into ppipe-bench."""
+    """Check that the library really preloads into ppipe-bench, in the
+    environment of every side that runs with it."""
     c = {"mode": "threads", "writers": 1, "readers": 1, "size": 4096,
          "pipe_size": PIPE_SIZE}
     cmd = bench_command(bench, c, 0.01, {}, lib)
-    status, data, err = run_bench(cmd, envs["shim"], 60)
-    if status != 0 or not isinstance(data, dict):
-        why = stderr_line(err) or (f"exit status {status}" if status
-                                   else "no JSON on stdout")
-        raise Fatal(f"{PROG}: {lib} does not work as a preload library "
-                    f"for {bench}: {why}", 2)
+    for side in lib_sides(envs):
+        status, data, err = run_bench(cmd, envs[side], 60)
+        if status != 0 or not isinstance(data, dict):
+            why = stderr_line(err) or (f"exit status {status}" if status
+                                       else "no JSON on stdout")
+            raise Fatal(f"{PROG}: {lib} does not work as a preload library "
+                        f"for {bench}{config_note(envs, side)}: {why}", 2)
 
 
 def probe_stage(stage, lib, envs):
@@ -429,12 +515,13 @@ def probe_stage(stage, lib, envs):
     loaded in every stage."""
     c = {"size": 65536, "hops": 2}
     cmd = pipeline_command(stage, c, ["-b", "1M"], {}, lib)
-    status, data, err = run_bench(cmd, envs["shim"], 60)
-    if status != 0 or not isinstance(data, dict):
-        why = stderr_line(err) or (f"exit status {status}" if status
-                                   else "no JSON on stdout")
-        raise Fatal(f"{PROG}: a pipeline of {stage} with {lib} preloaded "
-                    f"does not run: {why}", 2)
+    for side in lib_sides(envs):
+        status, data, err = run_bench(cmd, envs[side], 60)
+        if status != 0 or not isinstance(data, dict):
+            why = stderr_line(err) or (f"exit status {status}" if status
+                                       else "no JSON on stdout")
+            raise Fatal(f"{PROG}: a pipeline of {stage} with {lib} preloaded "
+                        f"does not run{config_note(envs, side)}: {why}", 2)
 
 
 def rep_record(c, side, status, data, err, verify):
@@ -460,6 +547,10 @@ def rep_record(c, side, status, data, err, verify):
             raise Fatal(f"{PROG}: {what} output for {where} has no "
                         f"numeric {key!r}", 1)
         rec[key] = value
+    for key in OPTIONAL_METRICS:
+        value = data.get(key)
+        rec[key] = value if isinstance(value, (int, float)) \
+            and not isinstance(value, bool) else None
     if rec["mbps"] <= 0:
         raise Fatal(f"{PROG}: {what} moved no data for {where}", 1)
     rec["pressure"] = data.get("pressure")
@@ -514,6 +605,10 @@ class Progress:
 def summarize(reps):
     """Medians and spread of one side's repetitions."""
     side = {key: statistics.median(r[key] for r in reps) for key in METRICS}
+    for key in OPTIONAL_METRICS:
+        values = [r[key] for r in reps]
+        side[key] = statistics.median(values) \
+            if None not in values else None
     values = [r["mbps"] for r in reps]
     side["spread_mbps"] = (max(values) - min(values)) / side["mbps"]
     side["reps"] = reps
@@ -525,17 +620,29 @@ def ratio(a, b):
     return b / a if a and b is not None else None
 
 
+def side_result(runs, base):
+    """A --config side's medians with its ratios to the baseline's."""
+    side = summarize(runs)
+    side["ratio_mbps"] = ratio(base["mbps"], side["mbps"])
+    for key in ("avg", "p50", "p99"):
+        side[f"ratio_lat_{key}"] = ratio(base[f"lat_{key}_ns"],
+                                         side[f"lat_{key}_ns"])
+    return side
+
+
 def run_matrix(configs, programs, lib, envs, settings, quiet):
     """Run every configuration and repetition; return the result list.
 
-    programs holds the paths of "bench" and (for pipelines) "stage".
+    programs holds the paths of "bench" and (for pipelines) "stage";
+    envs the sides in the order each repetition runs them (child_envs).
     """
     reps = settings["reps"]
+    sides = list(envs)
     opts = {"verify": settings["verify"],
             "memory_pressure": settings["memory_pressure"],
             "pin": settings["pin"]}
-    progress = Progress(len(configs) * reps * 2, settings["duration_s"],
-                        quiet)
+    progress = Progress(len(configs) * reps * len(sides),
+                        settings["duration_s"], quiet)
     results = []
     try:
         for i, c in enumerate(configs, 1):
@@ -543,13 +650,13 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
             pipeline = c["matrix"] == "pipeline"
             duration = settings["pipeline_duration_s" if pipeline
                                 else "duration_s"]
-            runs = {side: [] for side in SIDES}
+            runs = {side: [] for side in sides}
             pipe_sizes = []
             for rep in range(1, reps + 1):
-                for side in SIDES:
+                for side in sides:
                     progress.show(f"[{i}/{len(configs)}] {label(c)} "
                                   f"rep {rep}/{reps} {side}")
-                    side_lib = lib if side == "shim" else None
+                    side_lib = lib if side != "baseline" else None
                     if pipeline:
                         cmd = pipeline_command(programs["stage"], c,
                                                ["-d", f"{duration:g}"], opts,
@@ -568,8 +675,14 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
             if pipe_sizes:
                 # The size the consumer read from (the kernel's default).
                 result["pipe_size"] = statistics.mode(pipe_sizes)
-            for side in SIDES:
-                result[side] = summarize(runs[side])
+            result["baseline"] = summarize(runs["baseline"])
+            if is_multi(envs):
+                result["configs"] = {
+                    side: side_result(runs[side], result["baseline"])
+                    for side in lib_sides(envs)}
+                results.append(result)
+                continue
+            result["shim"] = summarize(runs["shim"])
             base, shim = result["baseline"], result["shim"]
             result["ratio_mbps"] = ratio(base["mbps"], shim["mbps"])
             result["ratio_lat_avg"] = ratio(base["lat_avg_ns"],
@@ -646,14 +759,16 @@ def pair_cells(pairs):
             for (x, y), (a, b) in zip(nums, pairs)]
 
 
-def table_lines(header, rows, indent=4, sep=3):
-    """Align columns: first right-aligned, the others left-aligned."""
+def table_lines(header, rows, indent=4, sep=3, align=None):
+    """Align columns as align says ("r" or "l" per column); by default the
+    first right-aligned, the others left-aligned."""
     widths = [max(len(r[i]) for r in [header] + rows)
               for i in range(len(header))]
+    align = align or "r" + "l" * (len(header) - 1)
     lines = []
     for row in [header] + rows:
-        cells = [row[0].rjust(widths[0])]
-        cells += [cell.ljust(w) for cell, w in zip(row[1:], widths[1:])]
+        cells = [cell.rjust(w) if how == "r" else cell.ljust(w)
+                 for cell, w, how in zip(row, widths, align)]
         lines.append((" " * indent + (" " * sep).join(cells)).rstrip())
     return lines
 
@@ -672,7 +787,7 @@ def pressure_label(mp):
 
 
 def group_by(rows, fields):
-    """Group (result, a, b) rows by result fields, keeping first-seen order."""
+    """Group (result, ...) rows by result fields, keeping first-seen order."""
     groups = {}
     for row in rows:
         groups.setdefault(tuple(row[0][f] for f in fields), []).append(row)
@@ -691,6 +806,11 @@ def set_shim_name(path):
 def shim_name():
     """The label of the preload side in tables and pictures."""
     return _SHIM["name"]
+
+
+def side_name(side):
+    """A side's name in the text: plain, the library's, or the --config's."""
+    return {"baseline": "plain", "shim": shim_name()}.get(side, side)
 
 
 class View:
@@ -713,90 +833,130 @@ RATIO_METRICS = [("Throughput ratio libppipe/plain", "MB/s ratio", "mbps"),
                   "lat_p99_ns")]
 
 
-def grid_tables(key, rows, view):
+def grid_tables(title, rows, view):
     """Writers x readers tables for one sweep group."""
-    mode, size, pipe, mp = key
-    lines = [f"== {mode}: {size} B writes, {human_bytes(pipe)} pipe, "
-             f"{pressure_label(mp)} ({view.note}) ==", ""]
+    lines = list(title)
     writers = sorted({r[0]["writers"] for r in rows})
     readers = sorted({r[0]["readers"] for r in rows})
-    for title, _, metric in view.metrics:
+    for name, _, metric in view.metrics:
         pairs = [(r[1][metric], r[2][metric]) for r in rows]
         text = dict(zip(((r[0]["writers"], r[0]["readers"]) for r in rows),
                         pair_cells(pairs)))
         header = ["writers"] + [f"readers={n}" for n in readers]
         body = [[str(w)] + [text.get((w, n), "-") for n in readers]
                 for w in writers]
-        lines.append(f"  {title} ({view.arrow}, delta):")
+        lines.append(f"  {name} ({view.arrow}, delta):")
         lines += table_lines(header, body)
     return lines
 
 
-def size_table(key, rows, view, what):
-    """One row per write size for a (mode, writers, readers) group."""
-    mode, w, r, pipe, mp = key
-    lines = [f"== {mode} {w}x{r}, {human_bytes(pipe)} pipe, "
-             f"{pressure_label(mp)}: {what} ({view.note}) ==", ""]
-    rows = sorted(rows, key=lambda row: row[0]["size"])
+def keyed_table(title, rows, view, keys):
+    """One row per result: its key columns, a -> b cells per metric, the
+    ratio."""
+    metrics = view.metrics
     columns = [pair_cells([(row[1][m], row[2][m]) for row in rows])
-               for _, _, m in view.metrics]
-    header = ["size"] + [f"{short} {view.arrow} (delta)"
-                         for _, short, _ in view.metrics] + [view.ratio_head]
+               for _, _, m in metrics]
+    header = [head for head, _ in keys] \
+        + [f"{short} {view.arrow} (delta)" for _, short, _ in metrics] \
+        + [view.ratio_head]
     body = []
     for i, row in enumerate(rows):
         rat = ratio(row[1]["mbps"], row[2]["mbps"])
-        body.append([str(row[0]["size"])] + [col[i] for col in columns]
+        body.append([value(row[0]) for _, value in keys]
+                    + [col[i] for col in columns]
                     + [f"{rat:.3f}" if rat is not None else "n/a"])
-    return lines + table_lines(header, body, indent=2)
+    return list(title) + table_lines(header, body, indent=2)
 
 
 PIPELINE_SHAPES = {1: "produce | consume",
                    2: "produce | relay | consume"}
 
 
-def pipeline_table(key, rows, view):
-    """One row per (hops, write size) for the sh pipelines of one pipe size."""
-    mode, pipe, mp = key
-    shapes = "; ".join(f"{hops_label(h)}: {PIPELINE_SHAPES.get(h, '...')}"
-                       for h in sorted({row[0]["hops"] for row in rows}))
-    lines = [f"== {mode} pipelines of exec'd programs, {human_bytes(pipe)} "
-             f"pipes, {pressure_label(mp)} ({view.note}) ==",
-             f"   {shapes}", ""]
-    rows = sorted(rows, key=lambda row: (row[0]["hops"], row[0]["size"]))
-    columns = [pair_cells([(row[1][m], row[2][m]) for row in rows])
-               for _, _, m in view.metrics]
-    header = ["hops", "size"] + [f"{short} {view.arrow} (delta)"
-                                 for _, short, _ in view.metrics] \
-        + [view.ratio_head]
-    body = []
-    for i, row in enumerate(rows):
-        rat = ratio(row[1]["mbps"], row[2]["mbps"])
-        body.append([str(row[0]["hops"]), str(row[0]["size"])]
-                    + [col[i] for col in columns]
-                    + [f"{rat:.3f}" if rat is not None else "n/a"])
-    return lines + table_lines(header, body, indent=2)
+def table_groups(rows, note):
+    """The tables for (result, ...) rows, matrix by matrix, as (matrix,
+    title lines, key columns, rows in table order); a key column is
+    (header, function of a result)."""
+    tables = []
+    for (matrix,), mrows in group_by(rows, ("matrix",)).items():
+        if matrix == "sweep":
+            fields = ("mode", "size", "pipe_size", "memory_pressure")
+        elif matrix == "pipeline":
+            fields = ("mode", "pipe_size", "memory_pressure")
+        else:
+            fields = ("mode", "writers", "readers", "pipe_size",
+                      "memory_pressure")
+        for key, grows in group_by(mrows, fields).items():
+            k = dict(zip(fields, key))
+            mode, pipe = k["mode"], human_bytes(k["pipe_size"])
+            where = f"{pressure_label(k['memory_pressure'])} ({note}) =="
+            if matrix == "sweep":
+                title = [f"== {mode}: {k['size']} B writes, {pipe} pipe, "
+                         f"{where}", ""]
+                keys = [("W x R", lambda r: f"{r['writers']}x{r['readers']}")]
+                order = ("writers", "readers")
+            elif matrix == "pipeline":
+                shapes = "; ".join(
+                    f"{hops_label(h)}: {PIPELINE_SHAPES.get(h, '...')}"
+                    for h in sorted({row[0]["hops"] for row in grows}))
+                title = [f"== {mode} pipelines of exec'd programs, {pipe} "
+                         f"pipes, {where}", f"   {shapes}", ""]
+                keys = [("hops", lambda r: str(r["hops"])),
+                        ("size", lambda r: str(r["size"]))]
+                order = ("hops", "size")
+            else:
+                what = ("small writes, goal: no regression"
+                        if matrix == "small" else "write-size sweep")
+                title = [f"== {mode} {k['writers']}x{k['readers']}, {pipe} "
+                         f"pipe, {pressure_label(k['memory_pressure'])}: "
+                         f"{what} ({note}) ==", ""]
+                keys = [("size", lambda r: str(r["size"]))]
+                order = ("size",)
+            grows = sorted(grows, key=lambda row, o=order:
+                           tuple(row[0][f] for f in o))
+            tables.append((matrix, title, keys, grows))
+    return tables
 
 
 def report_tables(rows, view):
     """All tables for (result, a, b) rows, grouped by matrix."""
     lines = []
-    for matrix, mrows in group_by(rows, ("matrix",)).items():
-        if matrix[0] == "sweep":
-            groups = group_by(mrows, ("mode", "size", "pipe_size",
-                                      "memory_pressure"))
-            for key, grows in groups.items():
-                lines += grid_tables(key, grows, view) + [""]
-        elif matrix[0] == "pipeline":
-            groups = group_by(mrows, ("mode", "pipe_size", "memory_pressure"))
-            for key, grows in groups.items():
-                lines += pipeline_table(key, grows, view) + [""]
+    for matrix, title, keys, grows in table_groups(rows, view.note):
+        if matrix == "sweep":
+            lines += grid_tables(title, grows, view)
         else:
-            what = ("small writes, goal: no regression"
-                    if matrix[0] == "small" else "write-size sweep")
-            groups = group_by(mrows, ("mode", "writers", "readers",
-                                      "pipe_size", "memory_pressure"))
-            for key, grows in groups.items():
-                lines += size_table(key, grows, view, what) + [""]
+            lines += keyed_table(title, grows, view, keys)
+        lines.append("")
+    return lines
+
+
+def fmt_share(value):
+    """A share as a percentage, 'n/a' when unknown."""
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def side_by_side_tables(results, sides, note):
+    """With --config: one row per configuration and side, with MB/s, the
+    ratio to plain, write latency p50 and p99, and the writers' time share
+    in write()."""
+    lines = []
+    for _, title, keys, grows in table_groups([(r,) for r in results], note):
+        header = [head for head, _ in keys] + [
+            "config", "MB/s", "ratio", "p50 ns", "p99 ns", "in write()"]
+        body = []
+        for (r,) in grows:
+            for k, side in enumerate(sides):
+                v = side_of(r, side)
+                rat = v.get("ratio_mbps")
+                body.append(
+                    [value(r) if not k else "" for _, value in keys]
+                    + [side_name(side), fmt_num(v["mbps"]),
+                       "-" if side == "baseline" else
+                       f"{rat:.3f}" if rat is not None else "n/a",
+                       f"{v['lat_p50_ns']:.0f}", f"{v['lat_p99_ns']:.0f}",
+                       fmt_share(v.get("write_time_share"))])
+        align = "r" * len(keys) + "l" + "r" * 5
+        lines += list(title) + table_lines(header, body, indent=2,
+                                           align=align) + [""]
     return lines
 
 
@@ -817,8 +977,8 @@ def summary_line(rows, what):
 
 def spread_line(results):
     """The largest spread of MB/s across repetitions."""
-    worst = max(((r[s]["spread_mbps"], r, s) for r in results for s in SIDES),
-                key=lambda t: t[0])
+    worst = max(((side_of(r, s)["spread_mbps"], r, s) for r in results
+                 for s in result_sides(r)), key=lambda t: t[0])
     return (f"Max spread of MB/s across reps ((max-min)/median): "
             f"{worst[0] * 100:.1f}% ({worst[1]['matrix']} {label(worst[1])}, "
             f"{worst[2]})")
@@ -828,8 +988,8 @@ def no_reclaim_warning(results):
     """Warning lines for pressure runs that saw no direct reclaim."""
     bad = []
     for r in results:
-        for side in SIDES:
-            reps = r[side]["reps"]
+        for side in result_sides(r):
+            reps = side_of(r, side)["reps"]
             n = sum(1 for rep in reps
                     if not (rep["pressure"] or {}).get("direct_reclaim"))
             if n:
@@ -860,23 +1020,34 @@ def memcpy_line(results, memcpy_mbps):
     for r in results:
         if r["size"] == 1048576 and r["writers"] == 1 and r["readers"] == 1 \
                 and r["matrix"] != "pipeline":
-            b, s = r["baseline"]["mbps"], r["shim"]["mbps"]
+            b = r["baseline"]["mbps"]
+            others = "".join(
+                f", {side_name(side)} {side_of(r, side)['mbps']:.0f} MB/s "
+                f"({100 * side_of(r, side)['mbps'] / memcpy_mbps:.0f}%)"
+                for side in result_sides(r)[1:])
             return [f"1 MiB writes, {r['mode']} 1x1: plain {b:.0f} MB/s "
                     f"({100 * b / memcpy_mbps:.0f}% of one thread's memcpy, "
-                    f"{memcpy_mbps:.0f} MB/s), {shim_name()} {s:.0f} MB/s "
-                    f"({100 * s / memcpy_mbps:.0f}%)"]
+                    f"{memcpy_mbps:.0f} MB/s){others}"]
     return []
 
 
 def run_report(results, settings, memcpy_mbps=None):
     """The text report for a finished run."""
-    rows = [(r, r["baseline"], r["shim"]) for r in results]
-    view = View(RUN_METRICS, f"plain -> {shim_name()}",
-                f"median of {settings['reps']}", "ratio")
+    note = f"median of {settings['reps']}"
+    sides = result_sides(results[0])
     warning = no_reclaim_warning(results) if settings["memory_pressure"] \
         else []
-    lines = warning + report_tables(rows, view)
-    lines += [summary_line(rows, f"{shim_name()}/plain"), spread_line(results)]
+    if sides == ["baseline", "shim"]:
+        rows = [(r, r["baseline"], r["shim"]) for r in results]
+        view = View(RUN_METRICS, f"plain -> {shim_name()}", note, "ratio")
+        lines = warning + report_tables(rows, view)
+        lines.append(summary_line(rows, f"{shim_name()}/plain"))
+    else:
+        lines = warning + side_by_side_tables(results, sides, note)
+        lines += [summary_line([(r, r["baseline"], side_of(r, side))
+                                for r in results], f"{side}/plain")
+                  for side in sides[1:]]
+    lines.append(spread_line(results))
     lines += memcpy_line(results, memcpy_mbps)
     if warning:
         lines.append("WARNING: some runs saw no direct reclaim (see top).")
@@ -893,15 +1064,26 @@ def write_json(path, doc):
         f.write("\n")
 
 
-def write_csv(path, results):
-    """One row per configuration."""
-    def cell(value):
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return "" if value is None else value
+def csv_cell(value):
+    """A CSV cell: JSON's booleans, empty for None."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else value
 
+
+def write_csv(path, results):
+    """One row per configuration; with --config, one per configuration
+    and side (plain is "baseline")."""
     with open(path, "w", encoding="utf-8", newline="") as f:
         out = csv.writer(f)
+        if "configs" in results[0]:
+            out.writerow(MULTI_CSV_FIELDS)
+            for r in results:
+                for side in result_sides(r):
+                    flat = dict(r, config=side, **side_of(r, side))
+                    out.writerow([csv_cell(flat.get(k))
+                                  for k in MULTI_CSV_FIELDS])
+            return
         out.writerow(CSV_FIELDS)
         for r in results:
             flat = dict(r)
@@ -910,7 +1092,7 @@ def write_csv(path, results):
                 for key in ("mbps", "lat_avg_ns", "lat_p99_ns",
                             "spread_mbps"):
                     flat[f"{side}_{key}"] = r[side][key]
-            out.writerow([cell(flat[k]) for k in CSV_FIELDS])
+            out.writerow([csv_cell(flat[k]) for k in CSV_FIELDS])
 
 
 def size_label(n):
@@ -1209,6 +1391,10 @@ def cmd_run(argv):
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
     extra_env = parse_env(parser, args.env)
+    named = parse_configs(parser, args.config)
+    if named and args.svg:
+        parser.error("--svg draws plain pipes against one library: with "
+                     "--config, use --json or --csv")
     settings = {"matrix": args.preset,
                 "reps": args.reps or preset["reps"],
                 "duration_s": args.duration or preset["duration"],
@@ -1229,7 +1415,7 @@ def cmd_run(argv):
         programs["stage"] = resolve_stage(args.stage)
     for option in ("json", "csv", "svg"):
         check_output(f"--{option}", getattr(args, option))
-    envs = child_envs(lib, extra_env)
+    envs = child_envs(lib, extra_env, named)
     probe(programs["bench"], lib, envs)
     if pipelines:
         probe_stage(programs["stage"], lib, envs)
@@ -1242,6 +1428,9 @@ def cmd_run(argv):
            "argv": [PROG] + list(argv), "host": host,
            "library": {"path": lib, "env": extra_env},
            "settings": settings, "results": results}
+    if named:
+        doc["library"]["configs"] = [{"name": name, "env": env}
+                                     for name, env in named]
     sys.stdout.write(run_report(results, settings, host["memcpy_mbps_1m"]))
     sys.stdout.flush()
     if args.json:
@@ -1255,9 +1444,18 @@ def cmd_run(argv):
 
 def well_formed(r):
     """True if a saved result entry has what compare reads."""
-    return isinstance(r, dict) and all(k in r for k in RESULT_KEYS) and all(
-        isinstance(r[s], dict) and all(k in r[s] for k in COMPARED)
-        for s in SIDES)
+    if not isinstance(r, dict) or not all(k in r for k in RESULT_KEYS):
+        return False
+    if "configs" in r:
+        if not isinstance(r["configs"], dict) or not r["configs"]:
+            return False
+        sides = [r["baseline"]] + list(r["configs"].values())
+    elif all(k in r for k in TWO_WAY_KEYS):
+        sides = [r["baseline"], r["shim"]]
+    else:
+        return False
+    return all(isinstance(s, dict) and all(k in s for k in COMPARED)
+               for s in sides)
 
 
 def load_result(path):
@@ -1292,9 +1490,18 @@ def result_key(r):
 def side_values(r, side):
     """The values compared for one result: a side's medians or the ratios."""
     if side != "ratio":
-        return r[side]
+        return side_of(r, side)
     return {"mbps": r.get("ratio_mbps"), "lat_avg_ns": r.get("ratio_lat_avg"),
             "lat_p99_ns": r.get("ratio_lat_p99")}
+
+
+def check_side(path, doc, side):
+    """Fail unless every result of a saved run has the side compared."""
+    for r in doc["results"]:
+        sides = result_sides(r) + ([] if "configs" in r else ["ratio"])
+        if side not in sides:
+            raise Fatal(f"{PROG}: compare: {path}: no side {side!r} (it has "
+                        f"{', '.join(sides)})", 2)
 
 
 def describe(tag, path, doc):
@@ -1302,15 +1509,20 @@ def describe(tag, path, doc):
     host = doc.get("host") or {}
     lib = doc.get("library") or {}
     env = " ".join(f"{k}={v}" for k, v in (lib.get("env") or {}).items())
+    names = [c.get("name", "?") for c in lib.get("configs") or []
+             if isinstance(c, dict)]
     return (f"{tag}: {path}: {doc.get('created', '?')}, kernel "
             f"{host.get('kernel', '?')}, cpu {host.get('cpu') or '?'}, "
-            f"library {lib.get('path', '?')}" + (f" {env}" if env else ""))
+            f"library {lib.get('path', '?')}" + (f" {env}" if env else "")
+            + (f", configs {' '.join(names)}" if names else ""))
 
 
 def cmd_compare(argv):
     """The 'compare' command."""
     args = compare_parser().parse_args(argv)
     doc_a, doc_b = load_result(args.a), load_result(args.b)
+    check_side(args.a, doc_a, args.side)
+    check_side(args.b, doc_b, args.side)
     by_key_b = {result_key(r): r for r in doc_b["results"]}
     keys_a = {result_key(r) for r in doc_a["results"]}
     rows = [(a, side_values(a, args.side),
@@ -1318,7 +1530,8 @@ def cmd_compare(argv):
             for a in doc_a["results"] if result_key(a) in by_key_b]
     reps = [(d.get("settings") or {}).get("reps", "?") for d in (doc_a, doc_b)]
     what = {"shim": "libppipe runs", "baseline": "plain-pipe runs",
-            "ratio": "libppipe/plain ratios"}[args.side]
+            "ratio": "libppipe/plain ratios"}.get(args.side,
+                                                  f"{args.side} runs")
     view = View(RATIO_METRICS if args.side == "ratio" else RUN_METRICS,
                 "A -> B", f"A: median of {reps[0]}, B: median of {reps[1]}",
                 "B/A")

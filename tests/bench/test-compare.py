@@ -20,13 +20,20 @@ import xml.etree.ElementTree as ET
 SVG_NS = "{http://www.w3.org/2000/svg}"
 MEDIANS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
            "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
-REP_KEYS = set(MEDIANS) | {"pressure"}
+REP_KEYS = set(MEDIANS) | {"write_time_share", "pressure"}
 HOST_KEYS = {"kernel", "cpu", "cores", "page_size", "thp", "pipe_max_size",
              "hostname", "memcpy_mbps_1m"}
 RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
                "memory_pressure", "baseline", "shim", "ratio_mbps",
                "ratio_lat_avg", "ratio_lat_p99"}
 PIPELINE_KEYS = RESULT_KEYS | {"hops"}
+MULTI_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
+              "memory_pressure", "baseline", "configs"}
+MULTI_CSV_FIELDS = ["matrix", "mode", "writers", "readers", "size",
+                    "pipe_size", "memory_pressure", "hops",
+                    "config", "mbps", "ratio_mbps", "lat_avg_ns",
+                    "lat_p50_ns", "lat_p99_ns", "spread_mbps",
+                    "write_time_share"]
 CSV_FIELDS = ["matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline_mbps", "shim_mbps", "ratio_mbps",
               "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
@@ -65,10 +72,12 @@ class Runner:
         self.counter = 0
 
     def wrapper(self, name, script):
-        """An executable in the scratch directory that runs script."""
+        """An executable in the scratch directory that runs script. The
+        fakes need only the standard library: -S skips site's start-up,
+        most of a fake's run time and of this test's."""
         path = os.path.join(self.tmp, name)
         with open(path, "w", encoding="ascii") as f:
-            f.write("#!/bin/sh\nexec %s %s \"$@\"\n"
+            f.write("#!/bin/sh\nexec %s -S %s \"$@\"\n"
                     % (shlex.quote(sys.executable), shlex.quote(script)))
         os.chmod(path, 0o755)
         return path
@@ -105,6 +114,12 @@ def check_side(side, reps, where):
     for key in MEDIANS:
         want = statistics.median(rep[key] for rep in side["reps"])
         check(close(side[key], want), f"{where}: {key} is not the median")
+    shares = [rep["write_time_share"] for rep in side["reps"]]
+    if None in shares:
+        check(side["write_time_share"] is None, f"{where}: write_time_share")
+    else:
+        check(close(side["write_time_share"], statistics.median(shares)),
+              f"{where}: write_time_share is not the median")
     values = [rep["mbps"] for rep in side["reps"]]
     check(close(side["spread_mbps"], (max(values) - min(values))
                 / side["mbps"]), f"{where}: spread_mbps")
@@ -364,6 +379,112 @@ def check_pipeline(t):
     check("pipeline matrix is left out" in p.stderr, "no note on pipelines left out")
 
 
+def read_log(path):
+    """The runs fake-bench.py logged: (argv, preloaded, PPIPE_* env)."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def load(path):
+    """A JSON file."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_configs(t):
+    """--config: plain and every configuration alternate in each
+    repetition, each with its own environment; tables, JSON and CSV put
+    them side by side; compare takes a configuration as its side."""
+    out = {k: t.path(f"multi.{k}") for k in ("json", "csv")}
+    log = t.path("multi.log")
+    p = t.run(t.fast("--reps", "2", "--env", "PPIPE_COMMON=x", "--config", "a=",
+                     "--config", "b=PPIPE_FAKE_FACTOR=2,PPIPE_FDS=1,2",
+                     "--json", out["json"], "--csv", out["csv"]),
+              env={"FAKE_BENCH_LOG": log})
+    check(p.returncode == 0, f"--config run failed: {p.stderr.strip()[-400:]}")
+    doc = load(out["json"])
+    check(doc["library"]["env"] == {"PPIPE_COMMON": "x"}
+          and doc["library"]["configs"]
+          == [{"name": "a", "env": {}},
+              {"name": "b", "env": {"PPIPE_FAKE_FACTOR": "2", "PPIPE_FDS": "1,2"}}],
+          f"--config: library {doc['library']}")
+    results = doc["results"]
+    check(len(results) == 3, "--config: 3 small-write results")
+    lines = p.stdout.splitlines()
+    for r in results:
+        where = f"--config size={r['size']}"
+        check(set(r) == MULTI_KEYS and list(r["configs"]) == ["a", "b"],
+              f"{where}: keys {sorted(r)}")
+        base = r["baseline"]
+        check_side(base, 2, f"{where} baseline")
+        for name, factor in (("a", 1.21), ("b", 2.42)):
+            side = r["configs"][name]
+            check_side(side, 2, f"{where} {name}")
+            check(close(side["ratio_mbps"], side["mbps"] / base["mbps"]),
+                  f"{where} {name}: ratio_mbps")
+            for key in ("avg", "p50", "p99"):
+                check(close(side[f"ratio_lat_{key}"], side[f"lat_{key}_ns"]
+                            / base[f"lat_{key}_ns"]),
+                      f"{where} {name}: ratio_lat_{key}")
+            check(abs(side["ratio_mbps"] - factor) < 0.1 * factor,
+                  f"{where} {name}: its environment's factor not seen "
+                  f"({side['ratio_mbps']})")
+            row = (rf" +{name} +{side['mbps']:.0f} +{side['ratio_mbps']:.3f} "
+                   rf"+{side['lat_p50_ns']:.0f} +{side['lat_p99_ns']:.0f} +100%$")
+            check(any(re.search(row, ln) for ln in lines),
+                  f"{where} {name}: no table row /{row}/")
+        row = (rf"^ +{r['size']} +plain +{base['mbps']:.0f} +- "
+               rf"+{base['lat_p50_ns']:.0f} +{base['lat_p99_ns']:.0f} +100%$")
+        check(any(re.search(row, ln) for ln in lines),
+              f"{where}: no plain row /{row}/")
+    for text in ("size   config   MB/s   ratio   p50 ns   p99 ns   in write()",
+                 "Summary, a/plain MB/s: small geomean",
+                 "Summary, b/plain MB/s: small geomean", "rep 2/2 b"):
+        check(text in p.stdout + p.stderr, f"--config: no {text!r}")
+    check(" -> " not in p.stdout, "--config: two-way cells in the table")
+    # Every repetition runs plain, a, b, in that order, each in its own
+    # environment (--env for both configurations, --config's on top).
+    envs = {False: {}, "a": {"PPIPE_COMMON": "x"},
+            "b": {"PPIPE_COMMON": "x", "PPIPE_FAKE_FACTOR": "2", "PPIPE_FDS": "1,2"}}
+    runs = read_log(log)
+    check(len(runs) == 2 + 3 * 2 * 3, f"--config: {len(runs)} runs logged")
+    for k, run in enumerate(runs):
+        want = ("a", "b")[k] if k < 2 else (False, "a", "b")[(k - 2) % 3]
+        check(run["preloaded"] == bool(want) and run["env"] == envs[want],
+              f"--config: run {k} is not {want or 'plain'}: {run}")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        check(next(csv.reader(f)) == MULTI_CSV_FIELDS, "--config: CSV header")
+    check([row["config"] for row in rows] == ["baseline", "a", "b"] * 3
+          and close(float(rows[2]["ratio_mbps"]),
+                    results[0]["configs"]["b"]["ratio_mbps"])
+          and rows[0]["ratio_mbps"] == "", f"--config: CSV rows {rows[:3]}")
+    p = t.run(["compare", out["json"], out["json"], "--side", "b"])
+    check(p.returncode == 0 and "Comparing b runs (b): A -> B" in p.stdout
+          and CELL.search(p.stdout) and "configs a b" in p.stdout,
+          f"compare --side b: {p.stderr.strip()}")
+    for side in ("shim", "ratio", "c"):
+        check_error(t, ["compare", out["json"], out["json"], "--side", side], 2,
+                    [f"no side {side!r}", "baseline, a, b"])
+    # A configuration that cannot preload is named.
+    check_error(t, t.fast("--config", "a=", "--config", "b="), 2,
+                [t.lib, "(config b)", "injected"], env={"FAKE_BENCH_FAIL": "2"})
+    for args, words in ((["--config", "noequals"], ["--config", "noequals"]),
+                        (["--config", "=PPIPE_X=1"], ["--config"]),
+                        (["--config", "a b=PPIPE_X=1"], ["--config", "a b"]),
+                        (["--config", "a=NOEQ"], ["--config a", "NOEQ"]),
+                        (["--config", "a=,PPIPE_X=1"], ["--config a", "''"]),
+                        (["--config", "a=LD_PRELOAD=x"], ["--config a", "LD_PRELOAD"]),
+                        (["--config", "a=", "--config", "a=PPIPE_X=1"], ["'a'", "twice"]),
+                        (["--config", "plain=PPIPE_X=1"], ["'plain'", "reserved"]),
+                        (["--config", "shim="], ["'shim'", "reserved"]),
+                        (["--config", "a=", "--svg", t.path("x.svg")],
+                         ["--svg", "--config"])):
+        lines = check_error(t, t.fast(*args), 2, words)
+        check(len(lines) == 1, f"{args}: more than one line: {lines}")
+
+
 def check_pressure_and_config(t):
     """No-reclaim warning; configured tokens instead of --bench/--lib;
     medians of 3 reps."""
@@ -413,6 +534,7 @@ def main(argv):
             check_compare(t, a_path, doc)
             check_errors(t, a_path)
             check_pipeline(t)
+            check_configs(t)
             check_pressure_and_config(t)
         except Failure as exc:
             print(f"FAIL: {exc}")
