@@ -4,7 +4,9 @@
 Takes the ppipe-bench command line and prints a deterministic JSON result
 built from the arguments: mbps = 1000 + size/1000 + writers*10, multiplied
 by FAKE_BENCH_SHIM_FACTOR (default 1.0) and PPIPE_FAKE_FACTOR (default 1.0)
-when LD_PRELOAD is set.
+when LD_PRELOAD is set. --work NS adds NS to the time of every write
+outside write(): mbps falls and write_time_share is write time / both.
+--mode memcpy prints FAKE_BENCH_MEMCPY_MBPS (12500: 64 KiB in 5000 ns).
 
 Test hooks (environment):
   FAKE_BENCH_STATE=FILE   invocation counter; adds 0, 5 or 23 MB/s of
@@ -12,6 +14,7 @@ Test hooks (environment):
   FAKE_BENCH_FAIL=N       invocation N (needs FAKE_BENCH_STATE) exits 3
   FAKE_BENCH_VERIFY_FAIL=1  --verify runs exit 1
   FAKE_BENCH_RECLAIM=0    --memory-pressure runs report no direct reclaim
+  FAKE_BENCH_MEMCPY_FAIL=1  --mode memcpy exits 3
   FAKE_BENCH_LOG=FILE     appends one JSON line per run: its arguments,
                           whether LD_PRELOAD is set, its PPIPE_* variables
 PPIPE_* variables without LD_PRELOAD are an environment error (exit 3), so
@@ -41,15 +44,27 @@ def log_run(preloaded):
                     if k.startswith("PPIPE_")}}) + "\n")
 
 
+def memcpy(a):
+    """--mode memcpy: one thread's copy bandwidth, as configured."""
+    if os.environ.get("FAKE_BENCH_MEMCPY_FAIL") == "1":
+        fail(3, "injected memcpy failure")
+    print(json.dumps({"tool": PROG, "version": "0.0.0-fake", "mode": "memcpy",
+                      "size": a.s, "mbps": float(os.environ.get(
+                          "FAKE_BENCH_MEMCPY_MBPS", "12500"))}))
+    return 0
+
+
 def main():
     """Parse arguments and print the fake result."""
     p = Parser(prog=PROG)
-    p.add_argument("--mode", choices=("threads", "procs"), required=True)
-    p.add_argument("-w", type=positive(int), required=True)
-    p.add_argument("-r", type=positive(int), required=True)
+    p.add_argument("--mode", choices=("threads", "procs", "memcpy"),
+                   required=True)
+    p.add_argument("-w", type=positive(int))
+    p.add_argument("-r", type=positive(int))
     p.add_argument("-s", type=positive(int), required=True)
-    p.add_argument("-p", type=positive(int), required=True)
+    p.add_argument("-p", type=positive(int))
     p.add_argument("-d", type=positive(float), required=True)
+    p.add_argument("--work", type=positive(int))
     p.add_argument("--verify", action="store_true")
     p.add_argument("--memory-pressure", action="store_true")
     p.add_argument("--cpus-writers")
@@ -57,6 +72,10 @@ def main():
     p.add_argument("--expect-preload")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    if a.mode == "memcpy":
+        return memcpy(a)
+    if None in (a.w, a.r, a.p):
+        fail(2, "-w, -r and -p are required")
 
     count = invocation()
     preload = os.environ.get("LD_PRELOAD", "")
@@ -76,8 +95,12 @@ def main():
         if preloaded else 1.0
     mbps = (1000 + a.s / 1000 + a.w * 10 + (0, 5, 23)[count % 3]) * factor
     rate = mbps * (1 << 20)
-    writes_per_s = rate / a.s
     lat = int(500 + a.s * 1e9 / rate * a.w)
+    work = a.work or 0
+    write_ns = a.s * 1e9 / rate
+    mbps *= write_ns / (write_ns + work)
+    rate = mbps * (1 << 20)
+    writes_per_s = rate / a.s
     pressure = None
     if a.memory_pressure:
         reclaim = os.environ.get("FAKE_BENCH_RECLAIM", "1") != "0"
@@ -97,8 +120,8 @@ def main():
         "verified": True if a.verify else None,
         "memory_pressure": a.memory_pressure,
         "writes": writes, "bytes": writes * a.s, "mbps": mbps,
-        "writes_per_s": writes_per_s, "write_time_share": 1.0,
-        "lat_avg_ns": lat,
+        "writes_per_s": writes_per_s, "work_ns": work, "work_avg_ns": work,
+        "write_time_share": write_ns / (write_ns + work), "lat_avg_ns": lat,
         "lat_p50_ns": lat * 95 // 100, "lat_p99_ns": lat * 2,
         "lat_p999_ns": lat * 5, "lat_max_ns": lat * 20,
         "per_writer": per_writer, "pressure": pressure,

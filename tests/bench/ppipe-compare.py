@@ -41,9 +41,14 @@ METRICS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
 # Recorded when the program reports it (ppipe-stage does not): None else.
 OPTIONAL_METRICS = ("write_time_share",)
 SIDES = ("baseline", "shim")
-MATRICES = ("sweep", "sizes", "small", "pipeline")
+MATRICES = ("sweep", "sizes", "small", "pipeline", "work")
 ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small",
-               "pipeline": "pipeline"}
+               "pipeline": "pipeline", "work": "work"}
+# The work matrix: producer work before each write, in multiples of the
+# time one thread takes to copy a write (measured by ppipe-bench --mode
+# memcpy at the start of the run).
+WORK_SIZE = 65536
+WORK_MULTIPLES = (0, 1, 2, 4)
 # --full runs pipelines shorter than the rest: 8 configurations x 5 reps x 2
 # sides at 5 s would add more than half an hour.
 PRESETS = {"quick": {"duration": 1.0, "pipeline_duration": 1.0, "reps": 3},
@@ -64,7 +69,7 @@ CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}\Z")
 RESERVED_CONFIGS = ("baseline", "plain", "shim")
 # One long-table row per configuration and side, with --config.
 MULTI_CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size",
-                    "pipe_size", "memory_pressure", "hops",
+                    "pipe_size", "memory_pressure", "hops", "work_ns",
                     "config", "mbps", "ratio_mbps", "lat_avg_ns",
                     "lat_p50_ns", "lat_p99_ns", "spread_mbps",
                     "write_time_share")
@@ -171,7 +176,8 @@ def run_parser():
                    help="ppipe-stage binary (the pipeline matrix)")
     p.add_argument("--only", choices=sorted(ONLY_MATRIX),
                    help="run only one matrix (threads=sweep, procs=sizes, "
-                   "pipeline: sh pipelines of exec'd programs)")
+                   "pipeline: sh pipelines of exec'd programs, work: "
+                   "producer work between writes, in --full too)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress on stderr")
     p.add_argument("--version", action="version",
@@ -316,6 +322,9 @@ def build_matrix(preset, only, memory_pressure=False):
         sweep += [cfg("sweep", "threads", 1, 1, s) for s in (16384, 32678)]
     sizes = (4096, 32678, 65536, 131072, 262144, 524288, 1048576) if full \
         else (4096, 32678, 65536, 1048576)
+    # work_ns follows from work_x once the copy time is known (set_work).
+    work = [dict(cfg("work", "threads", 1, 1, WORK_SIZE), work_x=x)
+            for x in WORK_MULTIPLES]
     small_modes = ("threads", "procs") if full else ("threads",)
     pipe_sizes = (16384, 65536, 262144, 1048576) if full else (65536, 1048576)
     matrices = {
@@ -327,8 +336,12 @@ def build_matrix(preset, only, memory_pressure=False):
                       "readers": 1, "hops": h, "size": s,
                       "pipe_size": PIPELINE_PIPE_SIZE}
                      for h in (1, 2) for s in pipe_sizes],
+        "work": work,
     }
-    wanted = [ONLY_MATRIX[only]] if only else list(MATRICES)
+    if only:
+        wanted = [ONLY_MATRIX[only]]
+    else:
+        wanted = [m for m in MATRICES if full or m != "work"]
     if memory_pressure and "pipeline" in wanted:
         if only:
             raise Fatal(f"{PROG}: --only pipeline: pipelines do not run under "
@@ -394,6 +407,8 @@ def label(c):
             f"size={c['size']}")
     if c["pipe_size"] != PIPE_SIZE:
         text += f" pipe={c['pipe_size']}"
+    if "work_ns" in c:
+        text += f" work={c['work_ns']}"
     if c.get("memory_pressure"):
         text += " memory-pressure"
     return text
@@ -413,6 +428,8 @@ def bench_command(bench, c, duration, opts, lib):
     cmd = [bench, "--mode", c["mode"], "-w", str(c["writers"]),
            "-r", str(c["readers"]), "-s", str(c["size"]),
            "-p", str(c["pipe_size"]), "-d", f"{duration:g}"]
+    if c.get("work_ns"):
+        cmd += ["--work", str(c["work_ns"])]
     if opts.get("verify"):
         cmd.append("--verify")
     if opts.get("memory_pressure"):
@@ -522,6 +539,39 @@ def probe_stage(stage, lib, envs):
                                        else "no JSON on stdout")
             raise Fatal(f"{PROG}: a pipeline of {stage} with {lib} preloaded "
                         f"does not run{config_note(envs, side)}: {why}", 2)
+
+
+def measure_memcpy(bench, envs, size):
+    """One thread's memcpy bandwidth for blocks of size bytes: (MB/s or
+    None, why not)."""
+    status, data, err = run_bench([bench, "--mode", "memcpy", "-s", str(size),
+                                   "-d", "0.5", "--json"], envs["baseline"], 60)
+    if status != 0 or not isinstance(data, dict):
+        return None, stderr_line(err) or (f"exit status {status}" if status
+                                          else "no JSON on stdout")
+    value = data.get("mbps")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or value <= 0:
+        return None, "no positive mbps in its output"
+    return value, None
+
+
+def set_work(configs, bench, envs, settings):
+    """Give the work matrix its work per write: multiples of the time one
+    thread takes to copy WORK_SIZE bytes, measured once for the run (a
+    producer that computes about as long as the copy its write costs)."""
+    if not any(c["matrix"] == "work" for c in configs):
+        return
+    mbps, why = measure_memcpy(bench, envs, WORK_SIZE)
+    if mbps is None:
+        raise Fatal(f"{PROG}: the work matrix needs the copy time of "
+                    f"{WORK_SIZE} B: {bench} --mode memcpy: {why}", 2)
+    unit = max(1, round(WORK_SIZE / (mbps * (1 << 20)) * 1e9))
+    settings["work"] = {"size": WORK_SIZE, "memcpy_mbps": mbps,
+                        "unit_ns": unit}
+    for c in configs:
+        if c["matrix"] == "work":
+            c["work_ns"] = c["work_x"] * unit
 
 
 def rep_record(c, side, status, data, err, verify):
@@ -831,6 +881,9 @@ RATIO_METRICS = [("Throughput ratio libppipe/plain", "MB/s ratio", "mbps"),
                   "lat_avg_ns"),
                  ("p99 latency ratio libppipe/plain", "p99 ratio",
                   "lat_p99_ns")]
+# The work table's extra column: what write-behind could give back.
+WRITE_SHARE = ("Share of the writers' time in write()", "in write()",
+               "write_time_share")
 
 
 def grid_tables(title, rows, view):
@@ -850,10 +903,12 @@ def grid_tables(title, rows, view):
     return lines
 
 
-def keyed_table(title, rows, view, keys):
-    """One row per result: its key columns, a -> b cells per metric, the
-    ratio."""
-    metrics = view.metrics
+def keyed_table(title, rows, view, keys, extra=()):
+    """One row per result: its key columns, a -> b cells per metric (and
+    per extra metric that every row has on both sides), the ratio."""
+    metrics = list(view.metrics) + [
+        m for m in extra
+        if all(row[i].get(m[2]) is not None for row in rows for i in (1, 2))]
     columns = [pair_cells([(row[1][m], row[2][m]) for row in rows])
                for _, _, m in metrics]
     header = [head for head, _ in keys] \
@@ -872,6 +927,23 @@ PIPELINE_SHAPES = {1: "produce | consume",
                    2: "produce | relay | consume"}
 
 
+def work_label(r):
+    """A work row's work per write: '0', '5000 (1x)'."""
+    return f"{r['work_ns']} ({r['work_x']}x)" if r["work_x"] else "0"
+
+
+def work_unit_line(size, rows):
+    """What 1x is in a work table, from its rows' work per write."""
+    units = {row[0]["work_ns"] / row[0]["work_x"] for row in rows
+             if row[0]["work_x"]}
+    if len(units) != 1:
+        return "work in ns before each write"
+    unit = units.pop()
+    return (f"work in ns before each write; 1x = {unit:.0f} ns, one "
+            f"thread's memcpy of a write ({size / unit * 1e9 / (1 << 20):.0f}"
+            " MB/s)")
+
+
 def table_groups(rows, note):
     """The tables for (result, ...) rows, matrix by matrix, as (matrix,
     title lines, key columns, rows in table order); a key column is
@@ -882,6 +954,9 @@ def table_groups(rows, note):
             fields = ("mode", "size", "pipe_size", "memory_pressure")
         elif matrix == "pipeline":
             fields = ("mode", "pipe_size", "memory_pressure")
+        elif matrix == "work":
+            fields = ("mode", "writers", "readers", "size", "pipe_size",
+                      "memory_pressure")
         else:
             fields = ("mode", "writers", "readers", "pipe_size",
                       "memory_pressure")
@@ -903,6 +978,14 @@ def table_groups(rows, note):
                 keys = [("hops", lambda r: str(r["hops"])),
                         ("size", lambda r: str(r["size"]))]
                 order = ("hops", "size")
+            elif matrix == "work":
+                title = [f"== {mode} {k['writers']}x{k['readers']}, "
+                         f"{k['size']} B writes, {pipe} pipe, "
+                         f"{pressure_label(k['memory_pressure'])}: producer "
+                         f"work per write ({note}) ==",
+                         f"   {work_unit_line(k['size'], grows)}", ""]
+                keys = [("work", work_label)]
+                order = ("work_ns",)
             else:
                 what = ("small writes, goal: no regression"
                         if matrix == "small" else "write-size sweep")
@@ -924,7 +1007,8 @@ def report_tables(rows, view):
         if matrix == "sweep":
             lines += grid_tables(title, grows, view)
         else:
-            lines += keyed_table(title, grows, view, keys)
+            extra = (WRITE_SHARE,) if matrix == "work" else ()
+            lines += keyed_table(title, grows, view, keys, extra)
         lines.append("")
     return lines
 
@@ -1005,12 +1089,7 @@ def no_reclaim_warning(results):
 
 def memcpy_reference(bench, envs):
     """One thread's memcpy bandwidth for 1 MiB blocks, MB/s (None if unknown)."""
-    status, data, _ = run_bench([bench, "--mode", "memcpy", "-s", "1048576",
-                                 "-d", "0.5", "--json"], envs["baseline"], 60)
-    if status != 0 or not isinstance(data, dict):
-        return None
-    value = data.get("mbps")
-    return value if isinstance(value, (int, float)) and value > 0 else None
+    return measure_memcpy(bench, envs, 1048576)[0]
 
 
 def memcpy_line(results, memcpy_mbps):
@@ -1084,15 +1163,19 @@ def write_csv(path, results):
                     out.writerow([csv_cell(flat.get(k))
                                   for k in MULTI_CSV_FIELDS])
             return
-        out.writerow(CSV_FIELDS)
+        # The work matrix's column only when it ran: other runs keep theirs.
+        fields = CSV_FIELDS + (("work_ns",) if any("work_ns" in r
+                                                   for r in results) else ())
+        out.writerow(fields)
         for r in results:
             flat = dict(r)
             flat.setdefault("hops", None)
+            flat.setdefault("work_ns", None)
             for side in SIDES:
                 for key in ("mbps", "lat_avg_ns", "lat_p99_ns",
                             "spread_mbps"):
                     flat[f"{side}_{key}"] = r[side][key]
-            out.writerow([csv_cell(flat[k]) for k in CSV_FIELDS])
+            out.writerow([csv_cell(flat[k]) for k in fields])
 
 
 def size_label(n):
@@ -1327,6 +1410,17 @@ def svg_pipeline_table(svg, y, rows):
         "pipeline-row")
 
 
+def svg_work_table(svg, y, rows):
+    """Work matrix results as a table with coloured ratio cells."""
+    rows = sorted(rows, key=lambda r: r["work_ns"])
+    return svg_result_table(
+        svg, y, "Producer work before each write (1x = one thread's memcpy "
+        "of a write)", ("work (ns)", "x memcpy", "W x R, size (B)"), rows,
+        lambda r: (r["work_ns"], f"{r['work_x']}x",
+                   f"{r['writers']}x{r['readers']}, {r['size']}"),
+        "work-row")
+
+
 def svg_report(doc):
     """The whole SVG report as a string."""
     host, lib, st = doc["host"], doc["library"], doc["settings"]
@@ -1368,6 +1462,8 @@ def svg_report(doc):
         y = svg_small_table(body, y, by_matrix["small"])
     if by_matrix["pipeline"]:
         y = svg_pipeline_table(body, y, by_matrix["pipeline"])
+    if by_matrix["work"]:
+        y = svg_work_table(body, y, by_matrix["work"])
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" '
             f'height="{y:.0f}" viewBox="0 0 {SVG_WIDTH} {y:.0f}" '
@@ -1419,6 +1515,7 @@ def cmd_run(argv):
     probe(programs["bench"], lib, envs)
     if pipelines:
         probe_stage(programs["stage"], lib, envs)
+    set_work(configs, programs["bench"], envs, settings)
     results = run_matrix(configs, programs, lib, envs, settings, args.quiet)
     host = host_info()
     host["memcpy_mbps_1m"] = memcpy_reference(programs["bench"], envs)
@@ -1482,9 +1579,10 @@ def load_result(path):
 
 
 def result_key(r):
-    """What makes two results comparable."""
+    """What makes two results comparable. Work cells match by their
+    multiple of the copy time: each run measures its own."""
     return (r["mode"], r["writers"], r["readers"], r.get("hops"), r["size"],
-            r["pipe_size"], r["memory_pressure"])
+            r["pipe_size"], r["memory_pressure"], r.get("work_x"))
 
 
 def side_values(r, side):

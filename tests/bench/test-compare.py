@@ -27,10 +27,11 @@ RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
                "memory_pressure", "baseline", "shim", "ratio_mbps",
                "ratio_lat_avg", "ratio_lat_p99"}
 PIPELINE_KEYS = RESULT_KEYS | {"hops"}
+WORK_KEYS = RESULT_KEYS | {"work_x", "work_ns"}
 MULTI_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline", "configs"}
 MULTI_CSV_FIELDS = ["matrix", "mode", "writers", "readers", "size",
-                    "pipe_size", "memory_pressure", "hops",
+                    "pipe_size", "memory_pressure", "hops", "work_ns",
                     "config", "mbps", "ratio_mbps", "lat_avg_ns",
                     "lat_p50_ns", "lat_p99_ns", "spread_mbps",
                     "write_time_share"]
@@ -144,8 +145,9 @@ def check_json(doc, lib):
     results = doc["results"]
     counts = {m: sum(r["matrix"] == m for r in results)
               for m in ("sweep", "sizes", "small", "pipeline")}
-    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 4},
-          f"JSON: matrix sizes {counts}")
+    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 4}
+          and len(results) == 20 and "work" not in doc["settings"],
+          f"JSON: matrix sizes {counts}, {len(results)} results")
     check(sorted(r["size"] for r in results if r["matrix"] == "sizes")
           == [4096, 32678, 65536, 1048576], "JSON: sizes matrix")
     check(sorted((r["hops"], r["size"]) for r in results if r["matrix"] == "pipeline")
@@ -391,6 +393,80 @@ def load(path):
         return json.load(f)
 
 
+def check_work(t):
+    """--only work: the work per write follows from one thread's memcpy of
+    a write, reaches the bench, and shows in every output; --full runs the
+    work matrix (check_json: --quick does not); compare matches cells by
+    multiple."""
+    out = {k: t.path(f"work.{k}") for k in ("json", "csv", "svg")}
+    log = t.path("work.log")
+    p = t.run(t.fast("--json", out["json"], "--csv", out["csv"], "--svg",
+                     out["svg"], "--reps", "2")[2:] + ["--only", "work"],
+              env={"FAKE_BENCH_LOG": log, "FAKE_BENCH_MEMCPY_MBPS": "6250"})
+    check(p.returncode == 0, f"work run failed: {p.stderr.strip()[-400:]}")
+    doc = load(out["json"])
+    check(doc["settings"].get("work") == {"size": 65536, "memcpy_mbps": 6250.0,
+                                          "unit_ns": 10000},
+          f"work: settings {doc['settings']}")
+    results = doc["results"]
+    check([(r["work_x"], r["work_ns"]) for r in results]
+          == [(0, 0), (1, 10000), (2, 20000), (4, 40000)],
+          f"work: cells {[(r.get('work_x'), r.get('work_ns')) for r in results]}")
+    shares = []
+    for r in results:
+        where = f"work {r['work_ns']}"
+        check(set(r) == WORK_KEYS and r["matrix"] == "work"
+              and (r["mode"], r["writers"], r["readers"], r["size"],
+                   r["pipe_size"]) == ("threads", 1, 1, 65536, 1048576),
+              f"{where}: {sorted(r)}")
+        for name in ("baseline", "shim"):
+            check_side(r[name], 2, f"{where} {name}")
+        shares.append(r["baseline"]["write_time_share"])
+    check(shares[0] == 1.0 and shares == sorted(shares, reverse=True)
+          and len(set(shares)) == 4, f"work: write_time_share {shares}")
+    runs = [run for run in read_log(log) if "-d" in run["argv"]
+            and run["argv"][run["argv"].index("-d") + 1] == "1"]
+    check(len(runs) == 4 * 2 * 2, f"work: {len(runs)} runs logged")
+    for k, run in enumerate(runs):
+        want = [] if k // 4 == 0 else ["--work", str(10000 * (1 << (k // 4 - 1)))]
+        argv = run["argv"]
+        got = argv[argv.index("--work"):argv.index("--work") + 2] \
+            if "--work" in argv else []
+        check(got == want, f"work: run {k} has {got}, not {want}")
+    for text in ("producer work per write (median of 2)",
+                 "1x = 10000 ns, one thread's memcpy of a write (6250 MB/s)",
+                 "in write() plain -> libdummy (delta)", "work geomean"):
+        check(text in p.stdout, f"work: stdout has no {text!r}")
+    for cell in ("0", "10000 (1x)", "20000 (2x)", "40000 (4x)"):
+        check(re.search(rf"^ +{re.escape(cell)} +\d+ +-> +\d+", p.stdout, re.M),
+              f"work: no row {cell!r}")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    check(rows[0] == CSV_FIELDS + ["work_ns"]
+          and [row[-1] for row in rows[1:]] == ["0", "10000", "20000", "40000"],
+          f"work: CSV {rows[0]} {[row[-1] for row in rows[1:]]}")
+    root = ET.parse(out["svg"]).getroot()
+    check(len([e for e in root.iter(SVG_NS + "g")
+               if e.get("class") == "work-row"]) == 4, "work: 4 SVG rows")
+    # Another run, another copy time: the cells still match by multiple.
+    other = json.loads(json.dumps(doc))
+    for r in other["results"]:
+        r["work_ns"] = r["work_ns"] * 11 // 10
+        r["shim"]["mbps"] *= 1.5
+    b_path = t.path("work-b.json")
+    with open(b_path, "w", encoding="utf-8") as f:
+        json.dump(other, f)
+    p = t.run(["compare", out["json"], b_path])
+    check(p.returncode == 0 and p.stdout.count("(+50%)") == 4
+          and "Only in" not in p.stdout, f"work: compare {p.stdout[-600:]}")
+    # The copy time cannot be measured: the work matrix cannot run.
+    check_error(t, t.fast("--only", "work")[2:], 2,
+                ["work matrix", "memcpy", "injected"],
+                env={"FAKE_BENCH_MEMCPY_FAIL": "1"})
+    check_error(t, t.fast("--full", "--stage", t.stage)[2:], 2,
+                ["work matrix", "memcpy"], env={"FAKE_BENCH_MEMCPY_FAIL": "1"})
+
+
 def check_configs(t):
     """--config: plain and every configuration alternate in each
     repetition, each with its own environment; tables, JSON and CSV put
@@ -467,6 +543,19 @@ def check_configs(t):
     for side in ("shim", "ratio", "c"):
         check_error(t, ["compare", out["json"], out["json"], "--side", side], 2,
                     [f"no side {side!r}", "baseline, a, b"])
+    # The work matrix side by side: the writers' share of time in write().
+    p = t.run(t.fast("--only", "work", "--config", "a=", "--config", "b=",
+                     "--json", out["json"])[2:],
+              env={"FAKE_BENCH_MEMCPY_MBPS": "12500"})
+    check(p.returncode == 0, f"--config work run failed: {p.stderr.strip()[-400:]}")
+    for r in load(out["json"])["results"]:
+        plain = fmt_share(r["baseline"]["write_time_share"])
+        share = fmt_share(r["configs"]["b"]["write_time_share"])
+        cell = f"{r['work_ns']} ({r['work_x']}x)" if r["work_x"] else "0"
+        check(re.search(rf"^ +{re.escape(cell)} +plain .* {plain}$", p.stdout, re.M)
+              and re.search(rf"^ +b +[\d.]+ +[\d.]+ +\d+ +\d+ +{share}$",
+                            p.stdout, re.M),
+              f"--config work: no rows for {cell} with {share} in write()")
     # A configuration that cannot preload is named.
     check_error(t, t.fast("--config", "a=", "--config", "b="), 2,
                 [t.lib, "(config b)", "injected"], env={"FAKE_BENCH_FAIL": "2"})
@@ -483,6 +572,11 @@ def check_configs(t):
                          ["--svg", "--config"])):
         lines = check_error(t, t.fast(*args), 2, words)
         check(len(lines) == 1, f"{args}: more than one line: {lines}")
+
+
+def fmt_share(value):
+    """The runner's percentage of time in write()."""
+    return f"{100 * value:.0f}%"
 
 
 def check_pressure_and_config(t):
@@ -534,6 +628,7 @@ def main(argv):
             check_compare(t, a_path, doc)
             check_errors(t, a_path)
             check_pipeline(t)
+            check_work(t)
             check_configs(t)
             check_pressure_and_config(t)
         except Failure as exc:

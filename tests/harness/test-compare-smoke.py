@@ -77,6 +77,30 @@ with tempfile.TemporaryDirectory() as d:
     check(len(rows) == len(results), "one CSV row per result")
     ET.parse(out["svg"])
 
+    # The work matrix side by side (--config): the work reaches the real bench.
+    work = os.path.join(d, "work.json")
+    cmd = [sys.executable, RUNNER, "--only", "work", "--reps", "1", "--duration", "0.05",
+           "--bench", BENCH, "--lib", LIB, "--config", "a=PPIPE_SMOKE=1",
+           "--config", "b=PPIPE_SMOKE=2", "-q", "--json", work]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"work run exited {p.returncode}: {p.stderr[-1000:]}")
+    if p.returncode == 0:
+        with open(work) as f:
+            doc = json.load(f)
+        unit = doc["settings"]["work"]["unit_ns"]
+        check(unit > 0, "the copy time of a write was measured")
+        check([r["work_ns"] for r in doc["results"]] == [0, unit, 2 * unit, 4 * unit],
+              "work cells: 0, 1, 2 and 4 copy times")
+        for r in doc["results"]:
+            check(list(r["configs"]) == ["a", "b"], "both configurations ran")
+            for name, side in [("plain", r["baseline"])] + list(r["configs"].items()):
+                check(side["mbps"] > 0 and 0 < side["write_time_share"] <= 1,
+                      f"work {r['work_ns']} {name}: mbps and write_time_share")
+                check(side["lat_p99_ns"] >= side["lat_p50_ns"] > 0,
+                      f"work {r['work_ns']} {name}: p50 and p99")
+        check("in write()" in p.stdout and f"1x = {unit} ns" in p.stdout,
+              "the work table")
+
 for f in failures:
     print("FAIL:", f)
 print(f"{len(failures)} failures")
