@@ -9,17 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The unsigned decimal number @s starts with (no sign), and where it ends; -1 if none. */
+static int parse_unsigned(const char *s, unsigned long long *v, char **end)
+{
+	if (!*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	*v = strtoull(s, end, 10);
+	return errno || *end == s ? -1 : 0;
+}
+
 int cli_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
 	int shift = 0;
 
-	if (!*s || *s == '-' || *s == '+')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (parse_unsigned(s, &v, &end))
 		return -1;
 	switch (*end) {
 	case 'k':
@@ -57,11 +63,7 @@ int cli_parse_ns(const char *s, uint64_t *out)
 	char *end;
 	unsigned long long v;
 
-	if (!*s || *s == '-' || *s == '+')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (parse_unsigned(s, &v, &end))
 		return -1;
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(end, units[i].name))

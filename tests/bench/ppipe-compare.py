@@ -512,33 +512,32 @@ def config_note(envs, side):
     return f" (config {side})" if is_multi(envs) else ""
 
 
-def probe(bench, lib, envs):
-    """Check that the library really preloads into ppipe-bench, in the
-    environment of every side that runs with it."""
-    c = {"mode": "threads", "writers": 1, "readers": 1, "size": 4096,
-         "pipe_size": PIPE_SIZE}
-    cmd = bench_command(bench, c, 0.01, {}, lib)
+def check_runs(cmd, envs, failure):
+    """Run cmd once in the environment of every side with the library;
+    stop with "failure<config note>: why" unless each gives JSON."""
     for side in lib_sides(envs):
         status, data, err = run_bench(cmd, envs[side], 60)
         if status != 0 or not isinstance(data, dict):
             why = stderr_line(err) or (f"exit status {status}" if status
                                        else "no JSON on stdout")
-            raise Fatal(f"{PROG}: {lib} does not work as a preload library "
-                        f"for {bench}{config_note(envs, side)}: {why}", 2)
+            raise Fatal(f"{failure}{config_note(envs, side)}: {why}", 2)
+
+
+def probe(bench, lib, envs):
+    """Check that the library really preloads into ppipe-bench, in the
+    environment of every side that runs with it."""
+    c = {"mode": "threads", "writers": 1, "readers": 1, "size": 4096,
+         "pipe_size": PIPE_SIZE}
+    check_runs(bench_command(bench, c, 0.01, {}, lib), envs,
+               f"{PROG}: {lib} does not work as a preload library for {bench}")
 
 
 def probe_stage(stage, lib, envs):
     """Check that a small pipeline of ppipe-stage runs, with the library
     loaded in every stage."""
     c = {"size": 65536, "hops": 2}
-    cmd = pipeline_command(stage, c, ["-b", "1M"], {}, lib)
-    for side in lib_sides(envs):
-        status, data, err = run_bench(cmd, envs[side], 60)
-        if status != 0 or not isinstance(data, dict):
-            why = stderr_line(err) or (f"exit status {status}" if status
-                                       else "no JSON on stdout")
-            raise Fatal(f"{PROG}: a pipeline of {stage} with {lib} preloaded "
-                        f"does not run{config_note(envs, side)}: {why}", 2)
+    check_runs(pipeline_command(stage, c, ["-b", "1M"], {}, lib), envs,
+               f"{PROG}: a pipeline of {stage} with {lib} preloaded does not run")
 
 
 def measure_memcpy(bench, envs, size):

@@ -44,3 +44,25 @@ int t_ringmaps(struct t_ringmap *out)
 	fclose(f);
 	return n;
 }
+
+bool t_thp_enabled(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+	if (!f)
+		return false;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	return buf[0] && !strstr(buf, "[never]");
+}
+
+void t_ringmap_print(const struct t_ringmap *m)
+{
+	printf("ring at %#lx: %lu kB, %ld kB in huge pages, %s\n", m->start, m->size >> 10,
+	       m->anon_huge_kb,
+	       m->huge_advised	? "huge pages asked for" :
+	       m->small_advised ? "huge pages refused" :
+				  "no advice");
+}

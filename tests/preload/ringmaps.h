@@ -20,6 +20,12 @@ struct t_ringmap {
 	bool small_advised; /* nh */
 };
 
+/* One line on stdout: where @m is, its size, its huge pages and its advice. */
+void t_ringmap_print(const struct t_ringmap *m);
+
+/* Whether the system's THP mode allows huge pages at all (not "never"). */
+bool t_thp_enabled(void);
+
 /* Fills @out with up to T_RINGMAPS_MAX rings, in address order; returns how many. */
 int t_ringmaps(struct t_ringmap *out);
 

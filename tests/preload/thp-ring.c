@@ -24,19 +24,6 @@
 #define MIB (1u << 20)
 #define ROUNDS 8
 
-static bool thp_enabled_here(void)
-{
-	char buf[128] = "";
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-
-	if (!f)
-		return false;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
-	return buf[0] && !strstr(buf, "[never]");
-}
-
 static void stream(int rfd, int wfd)
 {
 	char *src = malloc(MIB), *dst = malloc(MIB);
@@ -78,7 +65,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "thp-ring: libppipe is not preloaded\n");
 		return T_EXIT_ERROR;
 	}
-	if (want_huge && !thp_enabled_here()) {
+	if (want_huge && !t_thp_enabled()) {
 		printf("SKIP: transparent huge pages are disabled on this system\n");
 		return T_EXIT_SKIP;
 	}
@@ -94,11 +81,7 @@ int main(int argc, char **argv)
 	}
 	n = t_ringmaps(m);
 	for (int i = 0; i < n; i++) {
-		printf("ring at %#lx: %lu kB, %ld kB in huge pages, %s\n", m[i].start,
-		       m[i].size >> 10, m[i].anon_huge_kb,
-		       m[i].huge_advised  ? "huge pages asked for" :
-		       m[i].small_advised ? "huge pages refused" :
-					    "no advice");
+		t_ringmap_print(&m[i]);
 		huge += m[i].huge_advised;
 		small += m[i].small_advised;
 	}

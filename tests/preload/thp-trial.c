@@ -102,19 +102,6 @@ static void thp_verdict(char *out, size_t len)
 	snprintf(out, len, "%.*s", (int)(e - s), s);
 }
 
-static bool thp_enabled_here(void)
-{
-	char buf[128] = "";
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-
-	if (!f)
-		return false;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
-	return buf[0] && !strstr(buf, "[never]");
-}
-
 int main(int argc, char **argv)
 {
 	struct t_ringmap m[T_RINGMAPS_MAX];
@@ -137,7 +124,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "thp-trial: libppipe is not preloaded\n");
 		return T_EXIT_ERROR;
 	}
-	if (!thp_enabled_here()) {
+	if (!t_thp_enabled()) {
 		printf("SKIP: transparent huge pages are disabled on this system\n");
 		return T_EXIT_SKIP;
 	}
@@ -180,11 +167,7 @@ int main(int argc, char **argv)
 	}
 	n = t_ringmaps(m);
 	for (int i = 0; i < n; i++) {
-		printf("ring at %#lx: %lu kB, %ld kB in huge pages, %s\n", m[i].start,
-		       m[i].size >> 10, m[i].anon_huge_kb,
-		       m[i].huge_advised  ? "huge pages asked for" :
-		       m[i].small_advised ? "huge pages refused" :
-					    "no advice");
+		t_ringmap_print(&m[i]);
 		if (on ? !m[i].huge_advised : !m[i].small_advised) {
 			fprintf(stderr, "thp-trial: a ring did not switch to the verdict\n");
 			return T_EXIT_FAIL;
