@@ -177,12 +177,13 @@ static uint64_t cpu_ns(void)
 static uint64_t work_calibrate(const struct options *o)
 {
 	size_t n = work_words(o->size), pos = 0;
-	uint64_t *words = alloc_buffer(n * 8), state = 1, steps = 4096, best = UINT64_MAX;
+	uint64_t *words, state = 1, steps = 4096, best = UINT64_MAX;
 	volatile uint64_t sink;
 	double per_ns;
 
 	if (!o->work_ns)
 		return 0;
+	words = alloc_buffer(n * 8);
 	if (!words)
 		die_env("malloc", ENOMEM);
 	for (int good = 0; good < 3;) {
