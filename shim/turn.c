@@ -49,9 +49,15 @@ void pp_turn_trial_init(struct pp_turn_trial *t)
 	*t = (struct pp_turn_trial){ .choice = -1 };
 }
 
+/*
+ * Two writers may end consecutive windows at once (one preempted inside
+ * window_ended()): the rates are read and written with relaxed atomics.
+ */
 static uint64_t median3(const uint64_t *v)
 {
-	uint64_t a = v[0], b = v[1], c = v[2];
+	uint64_t a = __atomic_load_n(&v[0], __ATOMIC_RELAXED);
+	uint64_t b = __atomic_load_n(&v[1], __ATOMIC_RELAXED);
+	uint64_t c = __atomic_load_n(&v[2], __ATOMIC_RELAXED);
 
 	_Static_assert(PP_TURN_WINDOWS == 3, "median3() takes three windows");
 	if (a > b) {
@@ -81,7 +87,7 @@ static void window_ended(struct pp_pipe *p, uint64_t start, uint64_t now, uint64
 	}
 	if (now - start > TURN_WINDOW_MAX_NS)
 		return; /* the pipe sat idle: the same side again */
-	t->rate[e & 1][e / 2] = bytes * 1000000 / (now - start);
+	__atomic_store_n(&t->rate[e & 1][e / 2], bytes * 1000000 / (now - start), __ATOMIC_RELAXED);
 	if (e + 1 < 2 * PP_TURN_WINDOWS) {
 		__atomic_store_n(&t->ended, e + 1, __ATOMIC_RELAXED);
 		return;
