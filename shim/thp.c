@@ -73,8 +73,9 @@ static uint64_t sample[2][LAPS]; /* ns per MiB */
 /* The watch: the trial's 4 KiB-page time per MiB, laps watched, slow ones in a row. */
 static uint64_t ref_small;
 static uint32_t watched, strikes;
-/* Two buffers: a reader of the last verdict never sees the next one being written. */
-static char verdict_buf[2][160];
+/* A buffer per verdict: a reader of the last one never sees the next one being written. */
+static char verdict_buf[3][160];
+static unsigned int conclusions; /* verdicts written: at most three (two trials, an undo) */
 static const char *verdict = "";
 
 bool pp_thp_eligible(size_t size)
@@ -141,11 +142,13 @@ static void put_num(struct line *l, uint64_t v)
  */
 static void conclude(int from, bool huge, const char *what, uint64_t pct, const char *tail)
 {
-	struct line l = { verdict_buf[__atomic_load_n(&trials, __ATOMIC_RELAXED) % 2], 0 };
+	struct line l = { NULL, 0 };
 
 	if (!__atomic_compare_exchange_n(&state, &from, DECIDING, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return;
+	/* Each verdict its own buffer: a reader of the last one never sees it rewritten. */
+	l.buf = verdict_buf[conclusions++ % 3];
 	if (pct) {
 		put(&l, huge ? "on" : "off");
 		put(&l, what);
@@ -154,7 +157,7 @@ static void conclude(int from, bool huge, const char *what, uint64_t pct, const 
 	} else {
 		put(&l, what);
 	}
-	verdict = l.buf;
+	__atomic_store_n(&verdict, l.buf, __ATOMIC_RELAXED);
 	pp_debug("thp: %s", verdict);
 	__atomic_store_n(&state, huge ? ON : OFF, __ATOMIC_RELEASE);
 }
@@ -346,7 +349,7 @@ const char *pp_thp_verdict(void)
 	if (pp_cfg.thp != PP_THP_AUTO)
 		return pp_cfg.thp == PP_THP_ON ? "on: PPIPE_THP=on" : "off: PPIPE_THP=off";
 	if (st == ON || st == OFF)
-		return verdict;
+		return __atomic_load_n(&verdict, __ATOMIC_RELAXED);
 	if (!__atomic_load_n(&asked, __ATOMIC_RELAXED))
 		return "not measured: no ring needed huge pages";
 	if (!s && !h)
