@@ -109,7 +109,9 @@ void pp_turn_account(struct pp_pipe *p, size_t bytes, uint64_t now)
 
 	if (pp_cfg.turns != PP_TURNS_AUTO)
 		return;
-	__atomic_add_fetch(&t->bytes, bytes, __ATOMIC_RELAXED);
+	/* Bytes are counted only in a trial: a shared counter costs every writer. */
+	if (__atomic_load_n(&t->choice, __ATOMIC_RELAXED) < 0)
+		__atomic_add_fetch(&t->bytes, bytes, __ATOMIC_RELAXED);
 	start = __atomic_load_n(&t->start, __ATOMIC_RELAXED);
 	if (start && now > start && now - start < TURN_WINDOW_NS)
 		return;
