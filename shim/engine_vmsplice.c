@@ -308,6 +308,14 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 
 /* Returned by push_region when no pin could be had: the real call goes on. */
 #define PP_NO_PIN 1
+/*
+ * Returned by push_region when a signal ended the wait for the pipe's
+ * turn before any byte moved. Whether a plain write() would have been
+ * restarted (SA_RESTART) cannot be told from here: the real call waits
+ * for room itself, which is what a write the signal reached just before
+ * it began would have done.
+ */
+#define PP_TURN_INTR 2
 
 /* The pin, or why not: 0, -ESTALE (the call's file is gone), or PP_NO_PIN. */
 static long op_ensure_pin(struct write_op *op)
@@ -362,6 +370,8 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 
 			if (!t)
 				continue;
+			if (t == -EINTR && !op->done && !op->pushed)
+				return PP_TURN_INTR;
 			if (t != -EDEADLK)
 				return t;
 			/* This thread holds it already (a handler in a write): wait without. */
@@ -535,6 +545,8 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 			return fall_back(p, "fd closed during the write");
 		if (ret == PP_NO_PIN)
 			return fall_back(p, "no fd to hold the write's file");
+		if (ret == PP_TURN_INTR)
+			return fall_back(p, "a signal ended the wait for the pipe's turn");
 		if (ret >= 0)
 			return fall_back(p,
 					 pp_pipe_unsafe(p) ? "readers no longer known" : stopped);

@@ -42,10 +42,9 @@ void pp_turn_account(struct pp_pipe *p, size_t bytes, uint64_t now);
  * Takes @p's turn for the calling thread, waiting while another thread
  * holds it. The wait is a cancellation point (the caller's clean-up
  * handler runs; the turn is not held then). Returns 0 with the turn, or
- * -EINTR when a signal whose handler was installed without SA_RESTART
- * ended the wait (the pipe was full: a plain write() waiting for room
- * would have returned there too), or -EDEADLK when this thread already
- * holds it (a signal handler inside a write).
+ * -EINTR when a signal ended the wait (with or without SA_RESTART: the
+ * futex wait cannot tell; the caller decides), or -EDEADLK when this
+ * thread already holds it (a signal handler inside a write).
  */
 int pp_turn_take(struct pp_pipe *p);
 void pp_turn_give(struct pp_pipe *p);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@ struct job {
 	int close_after; /* close @fd when the write returns */
 	volatile int started;
 	ssize_t ret;
+	int err; /* errno of the write */
 };
 
 static void *writer(void *arg)
@@ -36,7 +38,10 @@ static void *writer(void *arg)
 	struct job *j = arg;
 
 	j->started = 1;
-	j->ret = write(j->fd, j->buf, j->len);
+	ssize_t n = write(j->fd, j->buf, j->len);
+
+	j->err = errno;
+	__atomic_store_n(&j->ret, n, __ATOMIC_RELEASE);
 	if (j->close_after)
 		close(j->fd);
 	return NULL;
@@ -66,9 +71,17 @@ static size_t read_all(int fd, unsigned char *out, size_t cap)
  * Then a new thread writes BIG bytes of stream 3. The reader must get
  * stream 1's bytes, a prefix of stream 2, then all of stream 3. With
  * @queued, a second thread writing stream 4 waits behind the first and
- * is cancelled before it: none of stream 4 may arrive.
+ * is cancelled before it: none of stream 4 may arrive. With @sig, that
+ * second writer first gets a SIGUSR1 whose handler was installed with
+ * SA_RESTART (1) or without (2): a write waiting for room goes on
+ * waiting, or fails with EINTR having moved nothing.
  */
-static void scenario(const char *name, size_t before, size_t drain, bool queued)
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void scenario(const char *name, size_t before, size_t drain, bool queued, int sig)
 {
 	static unsigned char src2[BIG], src3[BIG], got[3 * BIG + PIPE_SZ];
 	struct job j = { 0 }, k = { 0 };
@@ -104,12 +117,41 @@ static void scenario(const char *name, size_t before, size_t drain, bool queued)
 		while (!q.started)
 			t_usleep(1000);
 		t_usleep(200 * 1000);
-		pthread_cancel(tq);
-		pthread_join(tq, &res);
-		t_log("%s: queued writer %s", name,
-		      res == PTHREAD_CANCELED ? "cancelled" : "returned");
-		t_check(res == PTHREAD_CANCELED, "%s: the queued writer was not cancelled (%zd)",
-			name, q.ret);
+		if (sig) {
+			ssize_t r;
+			struct sigaction sa = { .sa_handler = on_usr1,
+						.sa_flags = sig == 1 ? SA_RESTART : 0 };
+
+			sigemptyset(&sa.sa_mask);
+			sigaction(SIGUSR1, &sa, NULL);
+			pthread_kill(tq, SIGUSR1);
+			t_usleep(200 * 1000);
+			r = __atomic_load_n(&q.ret, __ATOMIC_ACQUIRE);
+			/*
+			 * SA_RESTART: it waits on. Without: EINTR, or it waits
+			 * on as if the signal had come just before the write
+			 * (libppipe, whose wait was for the pipe's turn).
+			 */
+			if (sig == 1)
+				t_log("%s: after SIGUSR1 the queued writer %s", name,
+				      r == -2 ? "still waits" : t_res(r, q.err));
+			else
+				t_log("%s: after SIGUSR1 the queued writer failed with EINTR or "
+				      "waits on: %s",
+				      name, r == -2 || (r == -1 && q.err == EINTR) ? "yes" : "no");
+		}
+		if (sig == 2 && __atomic_load_n(&q.ret, __ATOMIC_ACQUIRE) != -2) {
+			pthread_join(tq, &res);
+		} else {
+			pthread_cancel(tq);
+			pthread_join(tq, &res);
+			/* (Which of the two ends it took after no SA_RESTART is the schedule's.) */
+			if (sig != 2)
+				t_log("%s: queued writer %s", name,
+				      res == PTHREAD_CANCELED ? "cancelled" : "returned");
+			t_check(res == PTHREAD_CANCELED,
+				"%s: the queued writer was not cancelled (%zd)", name, q.ret);
+		}
 	}
 	pthread_cancel(t);
 	pthread_join(t, &res);
@@ -146,10 +188,13 @@ int main(void)
 {
 	t_init("diff-cancel");
 	/* Full before the write: the wait that has not moved bytes yet. */
-	scenario("full pipe", PIPE_SZ, 0, false);
+	scenario("full pipe", PIPE_SZ, 0, false, 0);
 	/* Room for 48 KiB: the write moves them, then waits after progress. */
-	scenario("after progress", PIPE_SZ, 48 * 1024, false);
+	scenario("after progress", PIPE_SZ, 48 * 1024, false, 0);
 	/* A second writer queued behind the blocked one, cancelled first. */
-	scenario("queued writer", PIPE_SZ, 0, true);
+	scenario("queued writer", PIPE_SZ, 0, true, 0);
+	/* The queued writer gets a signal first: waits on (SA_RESTART), or EINTR. */
+	scenario("queued writer, SA_RESTART signal", PIPE_SZ, 0, true, 1);
+	scenario("queued writer, signal without SA_RESTART", PIPE_SZ, 0, true, 2);
 	return t_finish();
 }
