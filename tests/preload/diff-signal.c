@@ -67,6 +67,34 @@ static void disarm(void)
 	arm(0, 0);
 }
 
+/* The scheduler state of @pid ('R', 'S', 'T'...), or 0 if unreadable. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* The command name may hold anything; the state follows its last ')'. */
+	char *end = strrchr(buf, ')');
+
+	return end && end[1] == ' ' ? end[2] : 0;
+}
+
+/* Waits (up to 10 s) for @pid to reach @state. */
+static void proc_wait_state(pid_t pid, char state)
+{
+	for (int i = 0; i < 10000 && proc_state(pid) != state; i++)
+		t_usleep(1000);
+}
+
 /*
  * A helper that waits for one byte on @ctl (or, with @stop_parent, for the
  * pipe to fill up, and then stops and continues this process), then reads
@@ -83,12 +111,20 @@ static pid_t helper(int rfd, int ctl, bool stop_parent, uint64_t seed, struct t_
 
 	t_close_all_but(keep, 2);
 	if (stop_parent) {
+		/*
+		 * Stop the writer while it sleeps in its write, and drain only
+		 * once it sleeps there again after the continue. Draining any
+		 * earlier lets even a plain pipe's write copy bytes before it
+		 * sees the stop, and then return a partial count.
+		 */
 		while (t_fionread(rfd) < 65536)
 			t_usleep(1000);
+		proc_wait_state(parent, 'S');
 		t_usleep(20000);
 		kill(parent, SIGSTOP);
-		t_usleep(20000);
+		proc_wait_state(parent, 'T');
 		kill(parent, SIGCONT);
+		proc_wait_state(parent, 'S');
 	} else {
 		char c;
 
