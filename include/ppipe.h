@@ -61,10 +61,13 @@ int ppipe_stats_dump(int fd);
 
 /**
  * Waits until every byte written to @p fd through libppipe has reached
- * the pipe. The vmsplice engine writes synchronously, so this returns 0
- * at once for any open fd; it is the call to make before handing @p fd to
- * code that expects all earlier writes to be in the pipe. Returns -1 with
- * errno EBADF for a closed fd.
+ * the pipe. With PPIPE_MODE=uring (write-behind) that means the bytes
+ * still staged for the pipe; the vmsplice engine writes synchronously,
+ * so there it returns 0 at once for any open fd. It is the call to make
+ * before handing @p fd to code that expects all earlier writes to be in
+ * the pipe. Returns -1 with errno EBADF for a closed fd, or with the
+ * error the staged bytes met (EPIPE, after SIGPIPE, when the readers went
+ * away), reported once.
  */
 int ppipe_flush(int fd);
 

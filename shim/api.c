@@ -5,14 +5,17 @@
 #include "compiler.h"
 #include "config.h"
 #include "engine.h"
+#include "fdtable.h"
 #include "init.h"
 #include "log.h"
 #include "pipe.h"
 #include "pool.h"
 #include "psi.h"
 #include "ring.h"
+#include "stage.h"
 #include "stats.h"
 #include "sys.h"
+#include "uring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,6 +84,21 @@ PP_EXPORT int ppipe_flush(int fd)
 	if (r < 0) {
 		errno = (int)-r;
 		return -1;
+	}
+	if (pp_uring_started()) {
+		enum pp_end end;
+		struct pp_pipe *p = pp_fdt_enter(fd, &end);
+		int e = 0;
+
+		if (p) {
+			if (end == PP_END_WRITE)
+				e = pp_stage_flush(p);
+			pp_pipe_leave(p);
+		}
+		if (e) {
+			errno = e;
+			return -1;
+		}
 	}
 	return 0;
 }

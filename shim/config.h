@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 enum pp_mode { PP_MODE_AUTO, PP_MODE_VMSPLICE, PP_MODE_URING, PP_MODE_OFF };
+enum pp_uring_splice { PP_URING_SPLICE_INLINE, PP_URING_SPLICE_ASYNC };
 enum pp_readers { PP_READERS_VERIFY, PP_READERS_TRUST };
 enum pp_thp { PP_THP_AUTO, PP_THP_ON, PP_THP_OFF };
 enum pp_turns { PP_TURNS_AUTO, PP_TURNS_ON, PP_TURNS_OFF };
@@ -42,6 +43,8 @@ struct pp_config {
 	char psi_file[256]; /* PPIPE_PSI_FILE: "" = cgroup's, else /proc/pressure/memory */
 	enum pp_thp thp; /* PPIPE_THP */
 	enum pp_turns turns; /* PPIPE_TURNS */
+	uint64_t uring_stage; /* PPIPE_URING_STAGE, bytes of a write-behind staging pipe */
+	enum pp_uring_splice uring_splice; /* PPIPE_URING_SPLICE */
 };
 
 extern struct pp_config pp_cfg;

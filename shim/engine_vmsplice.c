@@ -18,6 +18,7 @@
 #include "psi.h"
 #include "real.h"
 #include "ring.h"
+#include "stage.h"
 #include "stats.h"
 #include "sys.h"
 #include "thp.h"
@@ -123,6 +124,8 @@ struct write_op {
 	size_t pushed; /* bytes of it in the pipe */
 	bool in_region;
 	bool turn; /* holds the pipe's turn (turn.h) */
+	struct pp_stage *st; /* write-behind: the pages go to the pipe or its staging pipe */
+	bool staging; /* the pipe was full: the rest of this write is staged */
 };
 
 /* Gives the ring back after the op: the next write of this thread may run. */
@@ -172,6 +175,14 @@ static int op_pin(struct write_op *op)
 	return 0;
 }
 
+static void op_put_stage(struct write_op *op)
+{
+	if (op->st) {
+		pp_stage_put(op->st);
+		op->st = NULL;
+	}
+}
+
 static void op_unpin(struct write_op *op)
 {
 	if (op->pin < 0)
@@ -196,6 +207,7 @@ static void op_cancelled(void *arg)
 	}
 	op_release_ring(op, now_ns());
 	op_unpin(op);
+	op_put_stage(op);
 	if (op->done) {
 		pp_count(&op->p->cnt, PP_CNT_writes_accelerated, 1);
 		pp_count(&op->p->cnt, PP_CNT_bytes_accelerated, op->done);
@@ -328,7 +340,8 @@ static long op_ensure_pin(struct write_op *op)
 /* Before every system call on the file but the first one: the pin. */
 static long op_next_call(struct write_op *op)
 {
-	return op->calls++ ? op_ensure_pin(op) : 0;
+	/* The staging pipe is ours: nobody can take it from under the write. */
+	return op->calls++ && !op->st ? op_ensure_pin(op) : 0;
 }
 
 /*
@@ -344,8 +357,43 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 
 	while (op->pushed < chunk) {
 		struct iovec v = { r->data + op->roff + op->pushed, chunk - op->pushed };
-		long n = op_next_call(op);
+		long n;
 
+		/*
+		 * Write-behind stages only what the pipe cannot take now: with
+		 * nothing staged before it, a write goes straight in (stage.h).
+		 */
+		if (op->st && !op->staging) {
+			if (pp_stage_pending(op->st)) {
+				op->staging = true;
+			} else {
+				n = pp_sys_vmsplice(op->st->tfd, &v, 1, SPLICE_F_NONBLOCK);
+				pp_count(&op->p->cnt, PP_CNT_vmsplice_calls, 1);
+				if (n > 0) {
+					pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
+					op->pushed += (size_t)n;
+					continue;
+				}
+				if (n != -EAGAIN) {
+					if (!op->done && !op->pushed &&
+					    (n == -EBADF || n == -EINVAL || n == -ENOMEM ||
+					     n == -EFAULT))
+						return PP_DECLINE;
+					return n ? n : -EIO;
+				}
+				op->staging = true;
+			}
+		}
+		/*
+		 * The readers went away under staged bytes: stage no more. The
+		 * count so far stands; the error is the next call's (stage.h).
+		 */
+		if (op->st && __atomic_load_n(&op->st->err, __ATOMIC_ACQUIRE)) {
+			if (op->done || op->pushed)
+				return -EPIPE;
+			return -pp_stage_take_error(op->p) ?: -EPIPE;
+		}
+		n = op_next_call(op);
 		if (n)
 			return n;
 		if (*vflags)
@@ -357,6 +405,8 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 		if (n > 0) {
 			pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
 			op->pushed += (size_t)n;
+			if (op->st)
+				pp_stage_staged(op->st, (uint64_t)n);
 			continue;
 		}
 		if (n == -EAGAIN && !op->turn && pp_turns_on(op->p)) {
@@ -441,15 +491,47 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		return fall_back(p, "non-blocking write end");
 	}
 	capacity = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
+	if (pp_cfg.mode == PP_MODE_URING) {
+		/*
+		 * Write-behind: into the staging pipe, which passes it on in
+		 * order. Without one, the bytes a stage of this pipe still
+		 * holds go first (the ring's reuse evidence counts on it).
+		 */
+		op.st = pp_stage_get(p, fd);
+		/*
+		 * The stage holds the pipe the fd named when it was made: the
+		 * fd must still name it (a raw dup3 over it is not seen).
+		 */
+		if (op.st) {
+			uint64_t ino;
+
+			if (pp_sys_pipe_ino(fd, &ino) || ino != p->ino) {
+				op_put_stage(&op);
+				pp_stage_wait(p);
+				pp_pipe_mark_unsafe(p,
+						    "fd switched to another file behind libppipe");
+				return decline(p, "fd switched to another file behind libppipe");
+			}
+		}
+		if (op.st) {
+			op.wfd = op.st->sfd_w;
+			capacity += op.st->cap_s;
+		} else if ((ret = pp_stage_flush(p))) {
+			return -ret;
+		}
+	}
 	r = pp_ring_get(p, capacity);
 	if (!r) {
+		op_put_stage(&op);
 		/* Look again now and then: pressure ends without a ring. */
 		maybe_trim(now_ns());
 		return decline(p, pp_psi_active() ? "memory pressure: no new ring" :
 						    "pool cap reached");
 	}
-	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
+	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE)) {
+		op_put_stage(&op);
 		return fall_back(p, "a signal handler wrote inside libppipe's write");
+	}
 	op.r = r;
 	/* The huge-page verdict is measured in writes' time: see thp.c. */
 	if (!op.t0 && r->thp && pp_thp_timing())
@@ -457,6 +539,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	/* Without the fault guard, check the source ranges by system call. */
 	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+		op_put_stage(&op);
 		pp_count(&p->cnt, PP_CNT_efaults, 1);
 		return fall_back(p, "source buffer faulted");
 	}
@@ -469,9 +552,11 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		if (chunk > r->max_chunk)
 			chunk = r->max_chunk;
 		/* The reuse checks ask the file too: after a first call, the pinned one. */
-		if (op.calls && (ret = op_ensure_pin(&op)))
+		if (op.calls && !op.st && (ret = op_ensure_pin(&op)))
 			break;
-		roff = pp_ring_reserve(r, chunk, op.wfd, p->ino, capacity, &checks);
+		roff = op.st ? pp_ring_reserve(r, chunk, op.st->tfd, op.st->sfd_w, p->ino, capacity,
+					       &checks) :
+			       pp_ring_reserve(r, chunk, op.wfd, -1, p->ino, capacity, &checks);
 		if (roff == PP_RING_MOVED) {
 			/*
 			 * The fd was switched to another object behind our
@@ -514,6 +599,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		if (ret == PP_DECLINE) {
 			op.in_region = false;
 			op_release_ring(&op, now_ns());
+			op_put_stage(&op);
 			/* A retry after a wait may be refused too: its pin goes with it. */
 			op_unpin(&op);
 			return decline(p, "vmsplice refused the fd");
@@ -541,6 +627,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	 */
 	if (!op.done) {
 		op_unpin(&op);
+		op_put_stage(&op);
 		if (ret == -ESTALE)
 			return fall_back(p, "fd closed during the write");
 		if (ret == PP_NO_PIN)
@@ -555,7 +642,14 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	if ((ret == 0 || ret == PP_NO_PIN) && op.done < total) {
 		if (ret == PP_NO_PIN)
 			pp_count(&p->cnt, PP_CNT_fallbacks, 1);
-		/* The ring could not take the rest: the real call writes it. */
+		/*
+		 * The ring could not take the rest: the real call writes it,
+		 * after what is staged (write-behind), through our own fd.
+		 */
+		if (op.st) {
+			pp_stage_wait(p);
+			op.wfd = op.st->tfd;
+		}
 		ssize_t n = rest_cancellable(&op, iov, iovcnt, idx, off);
 
 		if (n > 0)
@@ -563,6 +657,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		now = now_ns();
 	}
 	op_unpin(&op);
+	op_put_stage(&op);
 	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
 	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
 	if (op.t0)

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "pipe.h"
 #include "readers.h"
+#include "stage.h"
 #include "sys.h"
 #include "vfork.h"
 
@@ -168,14 +169,20 @@ static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[
 	return out;
 }
 
+/*
+ * The new image writes after what this one staged (stage.h), and the
+ * stages' own fds are close-on-exec: deliver first.
+ */
 char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out)
 {
+	pp_stages_flush_all();
 	return prepare(x, path, envp, out, false, false);
 }
 
 char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
 			     char **out, bool any_fd)
 {
+	pp_stages_flush_all();
 	return prepare(x, path, envp, out, true, any_fd);
 }
 

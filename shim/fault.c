@@ -11,7 +11,8 @@ int pp_fault_armed;
 int pp_fault_thp_slow = -1;
 
 static const char *const site_names[PP_FAULT_SITES] = {
-	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd", "registry", "adopt", "thp",
+	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd",  "registry",
+	"adopt",    "thp",  "stage",	 "uring",    "splice",
 };
 
 static const struct {
@@ -19,7 +20,7 @@ static const struct {
 	int err;
 } err_names[] = {
 	{ "ENOMEM", ENOMEM }, { "EFAULT", EFAULT }, { "EAGAIN", EAGAIN }, { "EMFILE", EMFILE },
-	{ "EINVAL", EINVAL }, { "EBADF", EBADF },   { "EIO", EIO },
+	{ "EINVAL", EINVAL }, { "EBADF", EBADF },   { "EIO", EIO },	  { "EPIPE", EPIPE },
 };
 
 static struct {

@@ -12,7 +12,9 @@
  * memory), getpipesz (F_GETPIPE_SZ), fionread, dupfd (the write's hold on
  * its file), registry (a new registry slot: the registry is full), adopt
  * (taking over an inherited pipe end at start-up), thp (switching a
- * ring between huge and 4 KiB pages).
+ * ring between huge and 4 KiB pages), stage (a write-behind staging
+ * pipe), uring (io_uring_setup: io_uring refused), splice (a completed
+ * write-behind splice reports the error instead of its count).
  *
  *   PPIPE_TEST_THP_SLOW=huge|small|watch
  *
@@ -37,6 +39,9 @@ enum pp_fault_site {
 	PP_FAULT_REGISTRY,
 	PP_FAULT_ADOPT,
 	PP_FAULT_THP,
+	PP_FAULT_STAGE,
+	PP_FAULT_URING,
+	PP_FAULT_SPLICE,
 	PP_FAULT_SITES
 };
 

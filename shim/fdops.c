@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 #include "fdops.h"
 
+#include "compiler.h"
 #include "config.h"
 #include "fdtable.h"
 #include "init.h"
 #include "log.h"
 #include "pipe.h"
 #include "real.h"
+#include "stage.h"
 #include "sys.h"
+#include "uring.h"
 #include "vfork.h"
 
 #include <errno.h>
@@ -57,12 +60,64 @@ int pp_pipe2(int fds[2], int flags)
 	return r;
 }
 
+/*
+ * @fd is about to be closed or replaced. With write-behind (stage.h), a
+ * write end delivers what is staged first, and the last one closes the
+ * stage, whose dup would hold up the readers' EOF; an fd that is one of
+ * the stages' own goes the same way. Returns the deferred error, or 0.
+ */
+static int closing_pipe(int fd)
+{
+	enum pp_end end;
+	struct pp_pipe *p = pp_fdt_enter(fd, &end);
+	int e = 0;
+
+	if (!p)
+		return 0;
+	if (end == PP_END_WRITE && __atomic_load_n(&p->stage_word, __ATOMIC_RELAXED))
+		e = pp_stage_close(p, __atomic_load_n(&p->wfd_refs, __ATOMIC_RELAXED) <= 1);
+	pp_pipe_leave(p);
+	return e;
+}
+
+static int closing(int fd)
+{
+	if (likely(!pp_uring_started()) || pp_in_vfork_child() || fd < 0)
+		return 0;
+	if (pp_stage_fds_closing((unsigned int)fd, (unsigned int)fd))
+		return 0;
+	return closing_pipe(fd);
+}
+
+void pp_settle_write_end(int fd)
+{
+	enum pp_end end;
+	struct pp_pipe *p;
+
+	if (likely(!pp_uring_started()) || pp_in_vfork_child())
+		return;
+	p = pp_fdt_enter(fd, &end);
+	if (!p)
+		return;
+	if (end == PP_END_WRITE)
+		pp_stage_wait(p);
+	pp_pipe_leave(p);
+}
+
 int pp_close(int fd)
 {
+	int e = closing(fd), r;
+
 	/* Forget first: a racing write then simply takes the real call. */
 	if (!pp_in_vfork_child())
 		pp_fdt_clear(fd);
-	return real_close(fd);
+	r = real_close(fd);
+	/* The fd is closed either way; the error is the staged bytes' (stage.h). */
+	if (e && r == 0) {
+		errno = e;
+		return -1;
+	}
+	return r;
 }
 
 int pp_dup(int fd)
@@ -84,6 +139,8 @@ int pp_dup2(int fd, int fd2)
 
 	if (pp_in_vfork_child())
 		return real_dup2(fd, fd2);
+	if (fd != fd2)
+		closing(fd2); /* an error there has no call left to report it */
 	pp_fdt_invalidate(fd2);
 	r = real_dup2(fd, fd2);
 	if (r >= 0)
@@ -97,6 +154,8 @@ int pp_dup3(int fd, int fd2, int flags)
 
 	if (pp_in_vfork_child())
 		return real_dup3(fd, fd2, flags);
+	if (fd != fd2)
+		closing(fd2);
 	pp_fdt_invalidate(fd2);
 	r = real_dup3(fd, fd2, flags);
 	if (r >= 0)
@@ -106,8 +165,12 @@ int pp_dup3(int fd, int fd2, int flags)
 
 int pp_fcntl(int fd, int cmd, unsigned long arg)
 {
-	int r = real_fcntl(fd, cmd, arg);
-	int saved = errno;
+	int r, saved;
+
+	if (cmd == F_SETFL || cmd == F_SETPIPE_SZ)
+		pp_settle_write_end(fd);
+	r = real_fcntl(fd, cmd, arg);
+	saved = errno;
 	enum pp_end end;
 	struct pp_pipe *p;
 
@@ -149,6 +212,11 @@ int pp_close_range(unsigned int first, unsigned int last, int flags)
 	if (!(flags & CLOSE_RANGE_CLOEXEC) && !pp_in_vfork_child()) {
 		unsigned int top = (unsigned int)pp_fdt_size();
 
+		if (pp_uring_started()) {
+			pp_stage_fds_closing(first, last);
+			for (unsigned int fd = first; fd <= last && fd < top; fd++)
+				closing_pipe((int)fd);
+		}
 		for (unsigned int fd = first; fd <= last && fd < top; fd++)
 			pp_fdt_clear((int)fd);
 	}
@@ -158,8 +226,14 @@ int pp_close_range(unsigned int first, unsigned int last, int flags)
 void pp_closefrom(int low)
 {
 	unsigned int top = pp_in_vfork_child() ? 0 : (unsigned int)pp_fdt_size();
+	unsigned int from = low > 0 ? (unsigned int)low : 0;
 
-	for (unsigned int fd = low > 0 ? (unsigned int)low : 0; fd < top; fd++)
+	if (top && pp_uring_started()) {
+		pp_stage_fds_closing(from, ~0U);
+		for (unsigned int fd = from; fd < top; fd++)
+			closing_pipe((int)fd);
+	}
+	for (unsigned int fd = from; fd < top; fd++)
 		pp_fdt_clear((int)fd);
 	if (PP_REAL(closefrom))
 		pp_real.closefrom(low);
@@ -186,8 +260,10 @@ int pp_fclose(void *stream)
 	int fd = stream ? fileno((FILE *)stream) : -1;
 	int r;
 
-	if (fd >= 0 && !pp_in_vfork_child())
+	if (fd >= 0 && !pp_in_vfork_child()) {
+		closing(fd); /* fclose() reports no write error of ours */
 		pp_fdt_clear(fd);
+	}
 	r = PP_REAL(fclose) ? pp_real.fclose(stream) : EOF;
 	return r;
 }

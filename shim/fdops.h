@@ -16,6 +16,12 @@ int pp_fcntl(int fd, int cmd, unsigned long arg);
 int pp_close_range(unsigned int first, unsigned int last, int flags);
 int pp_fclose(void *stream);
 void pp_closefrom(int low);
+/*
+ * Before a write end's file changes (F_SETFL, F_SETPIPE_SZ) or bytes reach
+ * its pipe another way (splice, tee, vmsplice): what write-behind staged
+ * for the pipe goes first (stage.h). Nothing when write-behind never ran.
+ */
+void pp_settle_write_end(int fd);
 /* After a successful ioctl(fd, FIONBIO, on). */
 int pp_ioctl_fionbio(int fd, const int *on);
 

@@ -121,7 +121,7 @@ static void release_entry(uint64_t old)
 	struct pp_pipe *p = decode(old, &end, &gen);
 
 	if (p && pp_pipe_gen(p) == gen)
-		pp_pipe_put_fd(p);
+		pp_pipe_put_fd(p, end);
 }
 
 void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
@@ -129,7 +129,7 @@ void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
 	if (!fdt || fd < 0 || fd >= fdt_size) {
 		return;
 	}
-	pp_pipe_get_fd(p);
+	pp_pipe_get_fd(p, end);
 	release_entry(swap_entry(fd, encode(p, end)));
 }
 

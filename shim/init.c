@@ -14,10 +14,12 @@
 #include "psi.h"
 #include "real.h"
 #include "ring.h"
+#include "stage.h"
 #include "stats.h"
 #include "sys.h"
 #include "thp.h"
 #include "turn.h"
+#include "uring.h"
 #include "vfork.h"
 
 #include <pthread.h>
@@ -49,12 +51,21 @@ static void clear_story(struct pp_pipe *p, void *arg)
 	p->last_fallback = NULL;
 }
 
+/* Staged bytes are delivered before the child exists (stage.h). */
+static void before_fork(void)
+{
+	pp_stages_flush_all();
+	pp_pipes_before_fork();
+}
+
 static void after_fork_child(void)
 {
 	pp_vfork_note_pid();
 	pp_pipes_after_fork_child();
 	pp_ring_after_fork_child();
 	pp_engine_after_fork_child();
+	pp_stages_after_fork_child();
+	pp_uring_after_fork_child();
 	pp_thp_after_fork_child();
 	pp_turn_after_fork_child();
 	pp_psi_after_fork_child();
@@ -214,6 +225,7 @@ void pp_stats_report_fd(int fd)
 
 static void at_exit(void)
 {
+	pp_stages_flush_all();
 	if (pp_fault_armed)
 		pp_fault_report();
 	pp_stats_report_now();
@@ -229,6 +241,7 @@ void pp_exit(int status, bool upper)
 	 * the pthread_atfork handler that refreshes the pid never ran in it.
 	 */
 	if (pp_active() && !pp_vfork_other_process()) {
+		pp_stages_flush_all();
 		report_final(true);
 		/* This image's registry holds end with it, as at_exit() does. */
 		pp_pipes_exec_release();
@@ -253,7 +266,7 @@ __attribute__((constructor(101))) static void pp_init(void)
 	if (!pp_fdt_init() && !pp_reg_join(environ))
 		pp_exec_adopt();
 	unsetenv("PPIPE_REGISTRY"); /* for libppipe only: the program never sees it */
-	pthread_atfork(pp_pipes_before_fork, NULL, after_fork_child);
+	pthread_atfork(before_fork, NULL, after_fork_child);
 	atexit(at_exit);
 	__atomic_store_n(&active, true, __ATOMIC_RELEASE);
 }

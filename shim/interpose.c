@@ -149,13 +149,22 @@ PP_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_
 			 unsigned int flags)
 {
 	pp_readers_before_splice(in);
+	pp_settle_write_end(out);
 	return real_splice(in, off_in, out, off_out, len, flags);
 }
 
 PP_EXPORT ssize_t tee(int in, int out, size_t len, unsigned int flags)
 {
 	pp_readers_before_splice(in);
+	pp_settle_write_end(out);
 	return real_tee(in, out, len, flags);
+}
+
+/* The program's own vmsplice() into a pipe comes after what we staged. */
+PP_EXPORT ssize_t vmsplice(int fd, const struct iovec *iov, size_t cnt, unsigned int flags)
+{
+	pp_settle_write_end(fd);
+	return real_vmsplice(fd, iov, cnt, flags);
 }
 
 /* A pipe end sent to another process: its readers can no longer be known. */

@@ -194,13 +194,17 @@ static void pipe_try_free(struct pp_pipe *p)
 	list_unlock_sigsafe(&old);
 }
 
-void pp_pipe_get_fd(struct pp_pipe *p)
+void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end)
 {
+	if (end == PP_END_WRITE)
+		__atomic_fetch_add(&p->wfd_refs, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&p->fd_refs, 1, __ATOMIC_RELAXED);
 }
 
-void pp_pipe_put_fd(struct pp_pipe *p)
+void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
 {
+	if (end == PP_END_WRITE)
+		__atomic_fetch_sub(&p->wfd_refs, 1, __ATOMIC_RELAXED);
 	if (__atomic_sub_fetch(&p->fd_refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	__atomic_store_n(&p->state, PP_PIPE_DEAD, __ATOMIC_RELEASE);

@@ -43,6 +43,8 @@ struct pp_pipe {
 	bool shared; /* its state is a registry slot (not private to this process) */
 	bool released; /* its registry hold went to the image of an exec in progress */
 	int fd_refs; /* fds of this process (atomic) */
+	int wfd_refs; /* of them, write ends (atomic) */
+	uint64_t stage_word; /* its write-behind stage (stage.h), 0 none (atomic) */
 	int users; /* writers inside the engine (atomic) */
 	int state; /* PP_PIPE_LIVE, PP_PIPE_DEAD (no fd left), PP_PIPE_FREED */
 	int lock; /* guards rings (spin; never held across a syscall) */
@@ -68,8 +70,8 @@ struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity);
  */
 struct pp_pipe *pp_pipe_adopt(uint64_t ino, int capacity);
 /* An fd now refers to @p / no longer does. */
-void pp_pipe_get_fd(struct pp_pipe *p);
-void pp_pipe_put_fd(struct pp_pipe *p);
+void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end);
+void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end);
 /* A writer enters / leaves the engine. pp_pipe_enter fails once dead. */
 bool pp_pipe_enter(struct pp_pipe *p);
 void pp_pipe_leave(struct pp_pipe *p);

@@ -85,8 +85,6 @@ bool pp_engine_ready(void)
 	__atomic_store_n(&reason, why ? why : "vmsplice shares pages", __ATOMIC_RELEASE);
 	if (why)
 		pp_debug("passthrough: %s", why);
-	else if (pp_cfg.mode == PP_MODE_URING)
-		pp_debug("PPIPE_MODE=uring: this build has no io_uring engine; using vmsplice");
 	pp_once_end(&state, !why);
 	return !why;
 }

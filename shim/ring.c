@@ -170,13 +170,13 @@ static bool verify_identity(struct pp_ring *r, int fd, uint64_t ino, struct pp_r
 	return true;
 }
 
-long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, uint64_t ino, uint32_t capacity_max,
-		     struct pp_ring_checks *checks)
+long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, int stage_fd, uint64_t ino,
+		     uint32_t capacity_max, struct pp_ring_checks *checks)
 {
 	size_t page = pp_page_size();
 	size_t off = r->head, first, last;
 	uint64_t newest_bytes = 0, newest_slots = 0, cap_slots = capacity_max / page;
-	int queued;
+	int queued, staged = 0;
 
 	len = round_up(len, page);
 	if (len > r->max_chunk)
@@ -208,8 +208,14 @@ long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, uint64_t ino, uint32
 	if (!verify_identity(r, fd, ino, checks))
 		return PP_RING_MOVED;
 	checks->fionread++;
-	if (!pp_fault(PP_FAULT_FIONREAD) && pp_sys_ioctl(fd, FIONREAD, &queued) == 0 &&
-	    queued >= 0 && (uint64_t)queued <= r->pushed_bytes - newest_bytes)
+	if (pp_fault(PP_FAULT_FIONREAD))
+		return PP_RING_BUSY;
+	if (stage_fd >= 0) {
+		if (pp_sys_ioctl(stage_fd, FIONREAD, &staged) || staged < 0)
+			return PP_RING_BUSY;
+	}
+	if (pp_sys_ioctl(fd, FIONREAD, &queued) == 0 && queued >= 0 &&
+	    (uint64_t)queued + (uint64_t)staged <= r->pushed_bytes - newest_bytes)
 		return (long)off;
 	return PP_RING_BUSY;
 }

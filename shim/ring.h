@@ -54,6 +54,12 @@ struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity);
  * still be pipe inode @ino. Returns the region's offset, PP_RING_BUSY when
  * the pipe may still reference part of it, or PP_RING_MOVED when @fd no
  * longer refers to the pipe (the ring must not be reused at all).
+ *
+ * With write-behind (stage.h) the pages go into staging pipe @stage_fd
+ * first and move on into the pipe in order: @capacity_max is then both
+ * pipes' together, and the exact test counts what both hold (the staging
+ * pipe read first: a byte moving on between the two reads is counted
+ * twice, never missed). @stage_fd is -1 otherwise.
  */
 #define PP_RING_BUSY (-1)
 #define PP_RING_MOVED (-2)
@@ -61,8 +67,8 @@ struct pp_ring_checks {
 	uint64_t fionread;
 	uint64_t identity;
 };
-long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, uint64_t ino, uint32_t capacity_max,
-		     struct pp_ring_checks *checks);
+long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, int stage_fd, uint64_t ino,
+		     uint32_t capacity_max, struct pp_ring_checks *checks);
 /* Records that @bytes of the region at @off (page-aligned) went into the pipe. */
 void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes);
 /* Moves the head past a reserved region of @len bytes. */

@@ -9,6 +9,7 @@
 #include "init.h"
 #include "pipe.h"
 #include "real.h"
+#include "stage.h"
 #include "sys.h"
 #include "vfork.h"
 
@@ -44,6 +45,18 @@ static struct pp_pipe *adopt(int fd)
 	return pp_fdt_enter(fd, &end);
 }
 
+/*
+ * Before a write takes the real call on a pipe that has staged bytes:
+ * they go first (order), and an error they met is this write's. Returns
+ * that errno, or 0.
+ */
+static int flush_first(struct pp_pipe *p)
+{
+	if (likely(!p || !__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)))
+		return 0;
+	return pp_stage_flush(p);
+}
+
 static ssize_t to_libc(ssize_t r)
 {
 	if (r < 0) {
@@ -68,7 +81,11 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
 	r = PP_DECLINE;
-	if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd))
+	/* Write-behind: an error the staged bytes met is this write's (stage.h). */
+	if (unlikely(__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)) && end == PP_END_WRITE &&
+	    (r = pp_stage_take_error(p)))
+		r = -r;
+	else if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd))
 		r = pp_engine_write(p, fd, iov, iovcnt, total);
 	else if (end == PP_END_WRITE)
 		__atomic_store_n(&p->last_fallback, p->accel ? "fd not in PPIPE_FDS" : p->reason,
@@ -76,9 +93,12 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	if (unlikely(pp_cfg.debug) && end == PP_END_WRITE)
 		pp_explain_path(p, fd, r);
 	if (r == PP_DECLINE) {
-		r = iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
+		int e = end == PP_END_WRITE ? flush_first(p) : 0;
+
+		r = e		? to_libc(-e) :
+		    iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				  real_writev(fd, iov, iovcnt);
-		if (r >= 0) {
+		if (!e && r >= 0) {
 			pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
 			pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)r);
 		}
@@ -125,14 +145,20 @@ static ssize_t count_small(struct pp_pipe *p, ssize_t r)
 static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, size_t n)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
+	int e = pp_in_vfork_child() ? 0 : flush_first(p);
 
+	if (e)
+		return to_libc(-e);
 	return count_small(p, real_write(fd, buf, n));
 }
 
 static __attribute__((noinline)) ssize_t writev_small(int fd, const struct iovec *iov, int iovcnt)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
+	int e = pp_in_vfork_child() ? 0 : flush_first(p);
 
+	if (e)
+		return to_libc(-e);
 	return count_small(p, real_writev(fd, iov, iovcnt));
 }
 

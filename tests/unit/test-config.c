@@ -590,7 +590,7 @@ static void test_dump(void)
 	pp_config_dump(2);
 	err = capture_end();
 	n = lines(err);
-	CHECK(n == 16, "the dump has 16 lines, got %u:\n%s", n, err);
+	CHECK(n == 18, "the dump has 18 lines, got %u:\n%s", n, err);
 	for (const char *l = err; *l; l = strchr(l, '\n') + 1) {
 		CHECK(!strncmp(l, prefix, strlen(prefix)) &&
 			      !strncmp(l + strlen(prefix), "PPIPE_", 6),
@@ -630,7 +630,7 @@ static void test_dump(void)
 	capture_begin();
 	pp_config_dump(2);
 	err = capture_end();
-	CHECK(lines(err) == 16 && strstr(err, "PPIPE_STATS=\"\"  # ") &&
+	CHECK(lines(err) == 18 && strstr(err, "PPIPE_STATS=\"\"  # ") &&
 		      strstr(err, "PPIPE_FDS=0,1,2,3,") && strstr(err, ",1022,1023  # "),
 	      "dump of defaults: %s", err);
 }

@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: MIT
+#include "stage.h"
+
+#include "config.h"
+#include "fdtable.h"
+#include "log.h"
+#include "pipe.h"
+#include "sys.h"
+#include "uring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct pp_stage pp_stages[PP_STAGE_MAX];
+uint64_t pp_stage_errors_reported, pp_stage_flush_waits;
+
+/* Guards taking a free slot; only ever tried, never waited for (signal handlers). */
+static int alloc_lock;
+
+static uint64_t stage_word(const struct pp_stage *st, uint32_t gen)
+{
+	return ((uint64_t)(st - pp_stages + 1) << 32) | gen;
+}
+
+/* A reference on @st if it is still the open stage of generation @gen. */
+static bool stage_ref(struct pp_stage *st, uint32_t gen)
+{
+	int r = __atomic_load_n(&st->refs, __ATOMIC_ACQUIRE);
+
+	do {
+		if (r <= 0)
+			return false;
+	} while (!__atomic_compare_exchange_n(&st->refs, &r, r + 1, true, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	if (__atomic_load_n(&st->gen, __ATOMIC_ACQUIRE) != gen ||
+	    __atomic_load_n(&st->state, __ATOMIC_ACQUIRE) != PP_STAGE_OPEN) {
+		pp_stage_put(st);
+		return false;
+	}
+	return true;
+}
+
+void pp_stage_put(struct pp_stage *st)
+{
+	/* The last reference of a retired stage: the service closes it. */
+	if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		pp_uring_kick();
+}
+
+/* @p's stage with a reference, or NULL. */
+static struct pp_stage *stage_of(struct pp_pipe *p)
+{
+	uint64_t w = __atomic_load_n(&p->stage_word, __ATOMIC_ACQUIRE);
+	struct pp_stage *st;
+
+	if (!w || (w >> 32) > PP_STAGE_MAX)
+		return NULL;
+	st = &pp_stages[(w >> 32) - 1];
+	return stage_ref(st, (uint32_t)w) ? st : NULL;
+}
+
+/* Moves a fresh fd of ours out of the program's way (its low numbers). */
+static int to_spare(int fd)
+{
+	long r = pp_fdt_dup_spare(fd, true);
+
+	pp_sys_close(fd);
+	return r < 0 ? -1 : (int)r;
+}
+
+static void close_fds(struct pp_stage *st)
+{
+	if (st->sfd_r >= 0)
+		pp_sys_close(st->sfd_r);
+	if (st->sfd_w >= 0)
+		pp_sys_close(st->sfd_w);
+	if (st->tfd >= 0)
+		pp_sys_close(st->tfd);
+	st->sfd_r = st->sfd_w = st->tfd = -1;
+}
+
+/*
+ * Opens the staging pipe and the target's dup in slot @st. The staging
+ * pipe is sized PPIPE_URING_STAGE, never above the target (more would
+ * only queue behind a full target); a pipe the kernel shrank because the
+ * user is past pipe-user-pages-soft is given back.
+ */
+static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
+{
+	int s[2];
+	long cap_t, cap_s, want;
+	uint64_t ino;
+
+	st->sfd_r = st->sfd_w = st->tfd = -1;
+	if (pp_fault(PP_FAULT_STAGE) || PP_SYSCALL(SYS_pipe2, s, O_CLOEXEC))
+		return "no staging pipe (fds or pipe-user-pages-soft)";
+	st->sfd_r = to_spare(s[0]);
+	st->sfd_w = to_spare(s[1]);
+	st->tfd = (int)pp_fdt_dup_spare(fd, true);
+	if (st->sfd_r < 0 || st->sfd_w < 0 || st->tfd < 0)
+		return "no fds for the staging pipe";
+	if (pp_sys_pipe_ino(st->tfd, &ino) || ino != p->ino)
+		return "fd changed under the write";
+	cap_t = pp_sys_fcntl(st->tfd, F_GETPIPE_SZ, 0);
+	if (cap_t <= 0)
+		return "F_GETPIPE_SZ failed";
+	want = (long)pp_cfg.uring_stage < cap_t ? (long)pp_cfg.uring_stage : cap_t;
+	if (pp_sys_fcntl(st->sfd_w, F_SETPIPE_SZ, (unsigned long)want) < 0 &&
+	    pp_sys_fcntl(st->sfd_w, F_GETPIPE_SZ, 0) < want)
+		return "staging pipe could not be sized (pipe-user-pages-soft?)";
+	cap_s = pp_sys_fcntl(st->sfd_w, F_GETPIPE_SZ, 0);
+	if (cap_s < 16384)
+		return "staging pipe shrunk by the kernel (pipe-user-pages-soft)";
+	st->ino = p->ino;
+	st->cap_s = (uint32_t)cap_s;
+	st->cap_t = (uint32_t)cap_t;
+	pp_pipe_note_capacity(p, (int)cap_t);
+	return NULL;
+}
+
+static int stage_drain(struct pp_stage *st);
+
+/*
+ * A reference on the stage @w names, open or retired but not yet closed
+ * (its bytes may still be on their way), or NULL once it is gone.
+ */
+static struct pp_stage *stage_any(uint64_t w)
+{
+	struct pp_stage *st;
+	int r;
+
+	if (!w || (w >> 32) > PP_STAGE_MAX)
+		return NULL;
+	st = &pp_stages[(w >> 32) - 1];
+	r = __atomic_load_n(&st->refs, __ATOMIC_ACQUIRE);
+	do {
+		if (r < 0)
+			return NULL;
+	} while (!__atomic_compare_exchange_n(&st->refs, &r, r + 1, true, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	if (__atomic_load_n(&st->gen, __ATOMIC_ACQUIRE) != (uint32_t)w ||
+	    __atomic_load_n(&st->state, __ATOMIC_ACQUIRE) < PP_STAGE_OPEN) {
+		pp_stage_put(st);
+		return NULL;
+	}
+	return st;
+}
+
+struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
+{
+	struct pp_stage *st = stage_of(p);
+	uint64_t old = __atomic_load_n(&p->stage_word, __ATOMIC_ACQUIRE);
+	const char *why;
+
+	if (st)
+		return st;
+	if (!pp_uring_ready())
+		return NULL;
+	/* A retired stage of the pipe first delivers what it holds: order. */
+	if ((st = stage_any(old))) {
+		stage_drain(st);
+		pp_stage_put(st);
+	}
+	if (__atomic_exchange_n(&alloc_lock, 1, __ATOMIC_ACQUIRE))
+		return NULL;
+	for (st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++)
+		if (__atomic_load_n(&st->state, __ATOMIC_ACQUIRE) == PP_STAGE_FREE)
+			break;
+	if (st == pp_stages + PP_STAGE_MAX) {
+		__atomic_store_n(&alloc_lock, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&p->last_fallback, "write-behind: every staging slot in use",
+				 __ATOMIC_RELAXED);
+		return NULL;
+	}
+	/* Taken under the lock: nobody else opens this slot meanwhile. */
+	__atomic_store_n(&st->state, PP_STAGE_OPENING, __ATOMIC_RELEASE);
+	__atomic_store_n(&alloc_lock, 0, __ATOMIC_RELEASE);
+
+	why = stage_open(st, p, fd);
+	if (why) {
+		close_fds(st);
+		__atomic_store_n(&st->state, PP_STAGE_FREE, __ATOMIC_RELEASE);
+		__atomic_store_n(&p->last_fallback, why, __ATOMIC_RELAXED);
+		pp_debug("pipe inode %llu: write-behind not used: %s", (unsigned long long)p->ino,
+			 why);
+		return NULL;
+	}
+	__atomic_store_n(&st->in, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->out, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->err, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->inflight, 0, __ATOMIC_RELAXED);
+	st->splices = st->splice_bytes = 0;
+	/* Open + the caller (a stale handle may hold the slot a moment: add). */
+	__atomic_add_fetch(&st->refs, 2, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&st->state, PP_STAGE_OPEN, __ATOMIC_RELEASE);
+	{
+		uint64_t w = stage_word(st, __atomic_load_n(&st->gen, __ATOMIC_ACQUIRE));
+
+		if (__atomic_compare_exchange_n(&p->stage_word, &old, w, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return st;
+	}
+	/* Another thread gave the pipe a stage first: use that one. */
+	__atomic_store_n(&st->state, PP_STAGE_RETIRED, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&st->refs, 2, __ATOMIC_ACQ_REL);
+	pp_uring_kick();
+	return stage_of(p);
+}
+
+void pp_stage_staged(struct pp_stage *st, uint64_t bytes)
+{
+	__atomic_add_fetch(&st->in, bytes, __ATOMIC_SEQ_CST);
+	pp_uring_kick();
+}
+
+static long futex_wait(uint32_t *word, uint32_t val)
+{
+	struct timespec slice = { 0, 10000000 };
+
+	return syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &slice, NULL, 0);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Waits until every byte staged in @st before the call has left S. With
+ * @stall_ns, gives up once they have not moved for that long (the pipe
+ * is full and nobody reads it: the caller must not wait for a reader
+ * that may only start after it returns). Returns whether they all left.
+ */
+static bool wait_moved(struct pp_stage *st, uint64_t stall_ns)
+{
+	uint64_t target = __atomic_load_n(&st->in, __ATOMIC_ACQUIRE);
+	uint64_t seen = __atomic_load_n(&st->out, __ATOMIC_ACQUIRE), since = 0;
+	bool counted = false;
+	int saved = errno;
+
+	while (seen < target) {
+		uint32_t seq = __atomic_load_n(&st->moved, __ATOMIC_ACQUIRE);
+		uint64_t now;
+
+		if (!counted) {
+			counted = true;
+			__atomic_add_fetch(&pp_stage_flush_waits, 1, __ATOMIC_RELAXED);
+		}
+		if (stall_ns) {
+			now = mono_ns();
+			if (!since)
+				since = now;
+			else if (now - since >= stall_ns)
+				break;
+		}
+		pp_uring_kick();
+		if (__atomic_load_n(&st->out, __ATOMIC_ACQUIRE) == seen)
+			futex_wait(&st->moved, seq);
+		{
+			uint64_t out = __atomic_load_n(&st->out, __ATOMIC_ACQUIRE);
+
+			if (out != seen)
+				since = 0; /* progress */
+			seen = out;
+		}
+	}
+	errno = saved;
+	return seen >= target;
+}
+
+/* Waits for the staged bytes, then takes the deferred error. */
+static int stage_drain(struct pp_stage *st)
+{
+	wait_moved(st, 0);
+	return __atomic_exchange_n(&st->err, 0, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * A deferred error is handed over: counted, and for EPIPE the SIGPIPE the
+ * kernel would have sent the write that met it, to this thread.
+ */
+static int report(int e)
+{
+	if (!e)
+		return 0;
+	__atomic_add_fetch(&pp_stage_errors_reported, 1, __ATOMIC_RELAXED);
+	if (e == EPIPE) {
+		long pid = PP_SYSCALL(SYS_getpid), tid = pp_sys_gettid();
+
+		PP_SYSCALL(SYS_tgkill, pid, tid, SIGPIPE);
+	}
+	return e;
+}
+
+void pp_stage_wait(struct pp_pipe *p)
+{
+	struct pp_stage *st;
+
+	if (!p || !(st = stage_any(__atomic_load_n(&p->stage_word, __ATOMIC_ACQUIRE))))
+		return;
+	wait_moved(st, PP_STAGE_STALL_NS);
+	pp_stage_put(st);
+}
+
+int pp_stage_take_error(struct pp_pipe *p)
+{
+	struct pp_stage *st;
+	int e;
+
+	if (!(st = stage_any(__atomic_load_n(&p->stage_word, __ATOMIC_ACQUIRE))))
+		return 0;
+	e = __atomic_exchange_n(&st->err, 0, __ATOMIC_ACQ_REL);
+	pp_stage_put(st);
+	return report(e);
+}
+
+int pp_stage_flush(struct pp_pipe *p)
+{
+	struct pp_stage *st;
+	int e;
+
+	if (!p || !(st = stage_any(__atomic_load_n(&p->stage_word, __ATOMIC_ACQUIRE))))
+		return 0;
+	e = stage_drain(st);
+	pp_stage_put(st);
+	return report(e);
+}
+
+int pp_stage_close(struct pp_pipe *p, bool last)
+{
+	struct pp_stage *st = stage_any(__atomic_load_n(&p->stage_word, __ATOMIC_ACQUIRE));
+	int open = PP_STAGE_OPEN;
+	int e;
+
+	if (!st)
+		return 0;
+	/*
+	 * No wait: the staged bytes are delivered behind the close, and the
+	 * readers' EOF after them, when the service closes its dup. (A plain
+	 * write would still be blocked with them: waiting here could wait for
+	 * a reader that reads only after this close.) An error already met is
+	 * this close's.
+	 */
+	e = __atomic_exchange_n(&st->err, 0, __ATOMIC_ACQ_REL);
+	/*
+	 * Writers still inside finish into S and the service closes it once
+	 * drained; the pipe keeps the word, so that its next stage waits for
+	 * this one's bytes.
+	 */
+	if (last && __atomic_compare_exchange_n(&st->state, &open, PP_STAGE_RETIRED, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		pp_stage_put(st); /* the open reference */
+	pp_stage_put(st);
+	return report(e);
+}
+
+void pp_stages_flush_all(void)
+{
+	for (struct pp_stage *st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
+		int r = __atomic_load_n(&st->refs, __ATOMIC_ACQUIRE);
+
+		/* A reference only while it is open or still draining. */
+		if (r <= 0 || !__atomic_compare_exchange_n(&st->refs, &r, r + 1, false,
+							   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		/* An error found now has no write left to report it: it stays pending. */
+		wait_moved(st, PP_STAGE_STALL_NS);
+		pp_stage_put(st);
+	}
+}
+
+static bool owns_in(const struct pp_stage *st, unsigned int lo, unsigned int hi)
+{
+	const int fds[3] = { st->sfd_r, st->sfd_w, st->tfd };
+
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0 && (unsigned int)fds[i] >= lo && (unsigned int)fds[i] <= hi)
+			return true;
+	return false;
+}
+
+bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
+{
+	bool any = false;
+
+	if (!pp_uring_started())
+		return false;
+	for (struct pp_stage *st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
+		int open = PP_STAGE_OPEN;
+
+		if (__atomic_load_n(&st->state, __ATOMIC_ACQUIRE) < PP_STAGE_OPEN ||
+		    !owns_in(st, lo, hi))
+			continue;
+		any = true;
+		/* Deliver, retire, wait for the writers inside, close. */
+		if (__atomic_compare_exchange_n(&st->state, &open, PP_STAGE_RETIRED, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			pp_stage_put(st);
+		while (!pp_stage_try_reap(st) &&
+		       __atomic_load_n(&st->state, __ATOMIC_ACQUIRE) != PP_STAGE_FREE) {
+			uint64_t target = __atomic_load_n(&st->in, __ATOMIC_ACQUIRE);
+			uint32_t seq = __atomic_load_n(&st->moved, __ATOMIC_ACQUIRE);
+
+			pp_uring_kick();
+			if (__atomic_load_n(&st->out, __ATOMIC_ACQUIRE) < target)
+				futex_wait(&st->moved, seq);
+			else
+				sched_yield();
+		}
+	}
+	return any;
+}
+
+void pp_stages_after_fork_child(void)
+{
+	for (struct pp_stage *st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
+		if (__atomic_load_n(&st->state, __ATOMIC_RELAXED) == PP_STAGE_FREE)
+			continue;
+		close_fds(st);
+		st->gen++;
+		st->refs = 0;
+		st->state = PP_STAGE_FREE;
+	}
+	alloc_lock = 0;
+}

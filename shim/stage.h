@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Write-behind staging (PPIPE_MODE=uring, DESIGN.md 5). A pipe written
+ * in this mode gets one staging point per process: a private pipe S that
+ * every thread's large writes vmsplice their ring pages into, and a dup
+ * of the target's write end. write() returns once its bytes are in S; the
+ * io_uring service (uring.h) splices them from S into the target, in
+ * order, as many writes per splice as are staged. Because every thread's
+ * large writes for the target go through the same S, a write that
+ * happens before another reaches the reader first.
+ *
+ * The contract the rest of the shim keeps with it:
+ *   - any other way into the target (a small write, a declined large one,
+ *     splice/tee/vmsplice into it) calls pp_stage_flush() first;
+ *   - close, dup2/dup3 over, F_SETFL, F_SETPIPE_SZ of a write end, fork,
+ *     exec/posix_spawn, exit/_exit flush;
+ *   - an error the service met (EPIPE: the readers went away) is handed
+ *     to the next write or close of the target, once, as the kernel would
+ *     have given it to the write (with SIGPIPE).
+ * Staged bytes are at most S's capacity per pipe; SIGKILL loses them.
+ *
+ * Stages live in a fixed table and are never freed, only recycled under a
+ * new generation, so a writer holding a stale handle finds out safely.
+ */
+#ifndef PP_STAGE_H
+#define PP_STAGE_H
+
+#include "sys.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pp_pipe;
+
+#define PP_STAGE_MAX 64
+
+enum pp_stage_state { PP_STAGE_FREE, PP_STAGE_OPENING, PP_STAGE_OPEN, PP_STAGE_RETIRED };
+
+struct pp_stage {
+	int state; /* enum pp_stage_state (atomic) */
+	uint32_t gen; /* bumped each time the slot is recycled */
+	int refs; /* writers and flushers inside, plus 1 while OPEN (atomic) */
+	int sfd_r, sfd_w; /* the staging pipe */
+	int tfd; /* our dup of the target's write end */
+	uint64_t ino; /* the target pipe */
+	uint32_t cap_s, cap_t; /* capacities, bytes */
+	/* Written by writers (in), by the service (out, moved): atomics. */
+	uint64_t in; /* bytes vmspliced into S */
+	uint64_t out; /* bytes that left S: spliced on, or dropped after an error */
+	uint32_t moved; /* futex word: bumped whenever out moves */
+	int err; /* errno the service met, not yet reported (0 none) */
+	int inflight; /* a splice is submitted (the service's own) */
+	uint64_t splices, splice_bytes; /* what the service did (statistics) */
+};
+
+extern struct pp_stage pp_stages[PP_STAGE_MAX];
+
+/* For the service: the staged bytes not yet submitted. */
+static inline uint64_t pp_stage_pending(const struct pp_stage *st)
+{
+	return __atomic_load_n(&st->in, __ATOMIC_ACQUIRE) -
+	       __atomic_load_n(&st->out, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Closes a retired stage nobody holds any more and frees its slot, if it
+ * is one (true). Called by the service once S is drained, and by the
+ * program's own sweeps of fds.
+ */
+static inline bool pp_stage_try_reap(struct pp_stage *st)
+{
+	int zero = 0;
+
+	if (__atomic_load_n(&st->state, __ATOMIC_ACQUIRE) != PP_STAGE_RETIRED ||
+	    !__atomic_compare_exchange_n(&st->refs, &zero, -1, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return false;
+	if (st->sfd_r >= 0)
+		pp_sys_close(st->sfd_r);
+	if (st->sfd_w >= 0)
+		pp_sys_close(st->sfd_w);
+	if (st->tfd >= 0)
+		pp_sys_close(st->tfd);
+	st->sfd_r = st->sfd_w = st->tfd = -1;
+	__atomic_add_fetch(&st->gen, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&st->refs, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&st->state, PP_STAGE_FREE, __ATOMIC_RELEASE);
+	return true;
+}
+
+/*
+ * The stage of @p for a large write, created on first use, with a
+ * reference the caller drops with pp_stage_put(). NULL when write-behind
+ * is not available for it (engine not ready, table full, no fds): the
+ * caller writes directly. Async-signal-safe (never waits for a lock).
+ */
+struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd);
+void pp_stage_put(struct pp_stage *st);
+
+/* The bytes of a write are in S: count them and wake the service. */
+void pp_stage_staged(struct pp_stage *st, uint64_t bytes);
+
+/*
+ * Before anything else reaches @p's target from this process: waits until
+ * every byte staged so far has left S. Returns the deferred error (an
+ * errno, taken: reported once, with SIGPIPE for EPIPE) or 0. Cheap when
+ * @p has no stage.
+ */
+int pp_stage_flush(struct pp_pipe *p);
+/*
+ * Waits like pp_stage_flush(), leaving a deferred error for the next write
+ * or close, but only while the staged bytes move: once they have not moved
+ * for PP_STAGE_STALL_NS (the pipe is full and nobody reads), it returns.
+ * For calls that never block on a plain pipe (F_SETFL, F_SETPIPE_SZ) and
+ * for fork, exec, posix_spawn and exit, where the reader may be the very
+ * process about to start, or a parent waiting for this one to end.
+ */
+#define PP_STAGE_STALL_NS 100000000ull
+void pp_stage_wait(struct pp_pipe *p);
+/* The same for every stage of the process (fork, exec, exit). */
+void pp_stages_flush_all(void);
+/* Takes @p's deferred error without waiting (0 if none). */
+int pp_stage_take_error(struct pp_pipe *p);
+
+/*
+ * A write end of @p is being closed (close, dup2 over it): flush, and
+ * when it was the process's last write end, retire the stage so the
+ * target's EOF is not held up by our dup. @last says whether it was.
+ * Returns the deferred error, taken, or 0.
+ */
+int pp_stage_close(struct pp_pipe *p, bool last);
+
+/*
+ * The program is about to close (or dup2 over) fds [@lo, @hi]: a stage
+ * whose own fds are among them delivers what it holds and closes first,
+ * so that no staged byte is lost and no later splice reaches a file the
+ * program opened under a recycled number. Returns whether any was.
+ */
+bool pp_stage_fds_closing(unsigned int lo, unsigned int hi);
+
+/* In a fork child: the service did not come along; drop every stage. */
+void pp_stages_after_fork_child(void);
+
+/* Deferred errors reported, flushes that waited: for the statistics. */
+extern uint64_t pp_stage_errors_reported, pp_stage_flush_waits;
+
+#endif

@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+#include "uring.h"
+
+#include "config.h"
+#include "fault.h"
+#include "fdtable.h"
+#include "log.h"
+#include "once.h"
+#include "stage.h"
+#include "sys.h"
+
+#include <errno.h>
+#include <stdint.h>
+
+static int state; /* enum pp_once: started and working */
+static const char *reason = "not started";
+
+const char *pp_uring_reason(void)
+{
+	return __atomic_load_n(&reason, __ATOMIC_ACQUIRE);
+}
+
+bool pp_uring_started(void)
+{
+	bool ok;
+
+	return pp_once_decided(&state, &ok) && ok;
+}
+
+#if PP_HAVE_URING
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <linux/futex.h>
+#include <poll.h>
+
+#define QUEUE_DEPTH (2 * PP_STAGE_MAX)
+#define UD_WAKE 0 /* the eventfd read; stages are index + 1 */
+
+static struct io_uring ring;
+static int wake_fd = -1;
+static uint64_t wake_buf;
+/* 1 while the service is (about to be) asleep in io_uring_enter: kicks must write wake_fd. */
+static int waiting;
+
+void pp_uring_kick(void)
+{
+	uint64_t one = 1;
+
+	if (__atomic_load_n(&waiting, __ATOMIC_SEQ_CST) &&
+	    __atomic_exchange_n(&waiting, 0, __ATOMIC_SEQ_CST))
+		PP_SYSCALL(SYS_write, wake_fd, &one, sizeof(one));
+}
+
+static void wake_flushers(struct pp_stage *st)
+{
+	__atomic_add_fetch(&st->moved, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &st->moved, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void arm_wake(void)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+	io_uring_prep_read(sqe, wake_fd, &wake_buf, sizeof(wake_buf), 0);
+	io_uring_sqe_set_data64(sqe, UD_WAKE);
+}
+
+/*
+ * The target cannot take the bytes (its readers went away, or worse):
+ * what is in S is dropped, as a plain write's bytes would never have
+ * gone in, and the error waits for the next write or close.
+ */
+static void drop_staged(struct pp_stage *st, int err)
+{
+	static char sink[65536];
+	uint64_t pend = pp_stage_pending(st);
+
+	__atomic_store_n(&st->err, err, __ATOMIC_RELEASE);
+	while (pend) {
+		long n = PP_SYSCALL(SYS_read, st->sfd_r, sink,
+				    pend < sizeof(sink) ? pend : sizeof(sink));
+
+		if (n <= 0)
+			break;
+		pend -= (uint64_t)n;
+		__atomic_add_fetch(&st->out, (uint64_t)n, __ATOMIC_RELEASE);
+	}
+	if (pend) /* S cannot be read: account the bytes as gone all the same */
+		__atomic_add_fetch(&st->out, pend, __ATOMIC_RELEASE);
+	pp_debug("write-behind: pipe inode %llu refused staged bytes (%s); the next write or "
+		 "close reports it",
+		 (unsigned long long)st->ino, strerror(err));
+}
+
+/*
+ * Moves what @st holds with splice() from the service itself, never
+ * waiting: when the target is full, io_uring polls it for room. Returns
+ * whether an SQE was queued.
+ */
+static bool splice_inline(struct pp_stage *st, int idx, uint64_t pend)
+{
+	for (int round = 0; pend && round < 8; round++) {
+		long n = PP_SYSCALL(SYS_splice, st->sfd_r, NULL, st->tfd, NULL,
+				    pend > st->cap_s ? st->cap_s : pend, SPLICE_F_NONBLOCK);
+
+		if (n > 0 && pp_fault(PP_FAULT_SPLICE)) {
+			n = -EPIPE; /* tests: as if the readers were gone */
+		} else if (n > 0) {
+			st->splices++;
+			st->splice_bytes += (uint64_t)n;
+			__atomic_add_fetch(&st->out, (uint64_t)n, __ATOMIC_RELEASE);
+			wake_flushers(st);
+			pend = pp_stage_pending(st);
+			continue;
+		}
+		if (n == -EINTR)
+			continue;
+		if (n == -EAGAIN) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+			if (!sqe)
+				return false; /* the next round tries again */
+			io_uring_prep_poll_add(sqe, st->tfd, POLLOUT);
+			io_uring_sqe_set_data64(sqe, (uint64_t)idx + 1);
+			__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
+			return true;
+		}
+		drop_staged(st, n ? (int)-n : EIO);
+		wake_flushers(st);
+		return false;
+	}
+	return false;
+}
+
+/* Submits a splice for every stage that holds bytes and has none in flight. */
+static unsigned int submit_ready(void)
+{
+	unsigned int n = 0;
+
+	for (int i = 0; i < PP_STAGE_MAX; i++) {
+		struct pp_stage *st = &pp_stages[i];
+		int s = __atomic_load_n(&st->state, __ATOMIC_ACQUIRE);
+		uint64_t pend;
+
+		if ((s != PP_STAGE_OPEN && s != PP_STAGE_RETIRED) ||
+		    __atomic_load_n(&st->inflight, __ATOMIC_RELAXED))
+			continue;
+		pend = pp_stage_pending(st);
+		if (!pend) {
+			if (s == PP_STAGE_RETIRED && pp_stage_try_reap(st))
+				pp_debug("write-behind: stage of pipe inode %llu closed",
+					 (unsigned long long)st->ino);
+			continue;
+		}
+		if (pp_cfg.uring_splice == PP_URING_SPLICE_INLINE) {
+			n += splice_inline(st, i, pend);
+			continue;
+		}
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+		if (!sqe)
+			break;
+		if (pend > st->cap_s)
+			pend = st->cap_s;
+		io_uring_prep_splice(sqe, st->sfd_r, -1, st->tfd, -1, (unsigned int)pend, 0);
+		io_uring_sqe_set_data64(sqe, (uint64_t)i + 1);
+		__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
+		n++;
+	}
+	return n;
+}
+
+static void complete(struct io_uring_cqe *cqe)
+{
+	uint64_t ud = io_uring_cqe_get_data64(cqe);
+	struct pp_stage *st;
+	int res = cqe->res;
+
+	if (ud == UD_WAKE) {
+		arm_wake();
+		return;
+	}
+	st = &pp_stages[ud - 1];
+	if (pp_cfg.uring_splice == PP_URING_SPLICE_INLINE) {
+		/* The target has room (or an error the next splice will tell). */
+		__atomic_store_n(&st->inflight, 0, __ATOMIC_SEQ_CST);
+		return;
+	}
+	if (res > 0 && pp_fault(PP_FAULT_SPLICE))
+		res = -EPIPE; /* tests: as if the readers were gone (nothing moved) */
+	if (res > 0) {
+		st->splices++;
+		st->splice_bytes += (uint64_t)res;
+		__atomic_add_fetch(&st->out, (uint64_t)res, __ATOMIC_RELEASE);
+	} else if (res != -EINTR && res != -EAGAIN && res != -ECANCELED && res != 0) {
+		drop_staged(st, -res);
+	}
+	__atomic_store_n(&st->inflight, 0, __ATOMIC_SEQ_CST);
+	wake_flushers(st);
+}
+
+/* Moves a fresh fd of ours above the program's numbers. */
+static int to_spare(int fd)
+{
+	long r = pp_fdt_dup_spare(fd, true);
+
+	if (r < 0)
+		return fd;
+	pp_sys_close(fd);
+	return (int)r;
+}
+
+/*
+ * Sets up the ring, in the service thread: the ring and everything its
+ * requests leave behind (task work) belong to this thread, never to one
+ * of the program's, whose blocking calls task work would interrupt (a
+ * blocked pipe write returns short).
+ */
+static const char *setup(void)
+{
+	struct io_uring_probe *probe;
+	bool splice;
+	int r;
+
+	if (pp_fault(PP_FAULT_URING))
+		return "io_uring_setup refused (test fault)";
+	r = io_uring_queue_init(QUEUE_DEPTH, &ring, 0);
+	if (r < 0)
+		return r == -EPERM ? "io_uring_setup refused: EPERM (io_uring_disabled, seccomp?)" :
+		       r == -ENOSYS ? "io_uring_setup refused: ENOSYS (kernel without io_uring, "
+				      "or a filter)" :
+				      "io_uring_setup failed";
+	probe = io_uring_get_probe_ring(&ring);
+	splice = probe && io_uring_opcode_supported(probe, IORING_OP_SPLICE) &&
+		 io_uring_opcode_supported(probe, IORING_OP_POLL_ADD) &&
+		 io_uring_opcode_supported(probe, IORING_OP_READ);
+	if (probe)
+		io_uring_free_probe(probe);
+	if (!splice) {
+		io_uring_queue_exit(&ring);
+		return "IORING_OP_SPLICE, POLL_ADD or READ not supported by this kernel";
+	}
+	ring.ring_fd = ring.enter_ring_fd = to_spare(ring.ring_fd);
+	wake_fd = (int)PP_SYSCALL(SYS_eventfd2, 0, EFD_CLOEXEC);
+	if (wake_fd < 0) {
+		io_uring_queue_exit(&ring);
+		return "no eventfd for the io_uring service";
+	}
+	wake_fd = to_spare(wake_fd);
+	return NULL;
+}
+
+static const char *setup_why;
+static uint32_t setup_done;
+
+static void *service(void *arg)
+{
+	const char *why = setup();
+
+	(void)arg;
+	__atomic_store_n(&setup_why, why, __ATOMIC_RELEASE);
+	__atomic_store_n(&setup_done, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &setup_done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	if (why)
+		return NULL;
+	arm_wake();
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned int head, seen = 0;
+
+		submit_ready();
+		/* Announce the sleep, then look once more: a kick in between is seen. */
+		__atomic_store_n(&waiting, 1, __ATOMIC_SEQ_CST);
+		submit_ready();
+		if (io_uring_submit_and_wait(&ring, 1) < 0) {
+			/* EINTR (signals are blocked, but ptrace may stop us): again. */
+		}
+		__atomic_store_n(&waiting, 0, __ATOMIC_SEQ_CST);
+		io_uring_for_each_cqe(&ring, head, cqe)
+		{
+			complete(cqe);
+			seen++;
+		}
+		io_uring_cq_advance(&ring, seen);
+	}
+	return NULL;
+}
+
+static const char *start(void)
+{
+	sigset_t all, old;
+	pthread_t tid;
+	int r;
+
+	/* The service takes no signal: they are the program's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&tid, NULL, service, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		return "the io_uring service thread could not start";
+	pthread_detach(tid);
+	while (!__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &setup_done, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	return __atomic_load_n(&setup_why, __ATOMIC_ACQUIRE);
+}
+
+bool pp_uring_ready(void)
+{
+	enum pp_once s = pp_once_begin(&state);
+	const char *why;
+	int saved;
+
+	if (s != PP_ONCE_UNKNOWN)
+		return s == PP_ONCE_YES;
+	saved = errno;
+	why = start();
+	errno = saved;
+	__atomic_store_n(&reason, why ? why : "io_uring splice service running", __ATOMIC_RELEASE);
+	if (why)
+		pp_debug("PPIPE_MODE=uring: %s; the vmsplice engine writes directly", why);
+	else
+		pp_debug("PPIPE_MODE=uring: write-behind through IORING_OP_SPLICE");
+	pp_once_end(&state, !why);
+	return !why;
+}
+
+void pp_uring_after_fork_child(void)
+{
+	bool ok;
+
+	if (pp_once_decided(&state, &ok) && ok) {
+		/* The ring is the parent's: forget it here (its mapping stays, unused). */
+		pp_sys_close(ring.ring_fd);
+		pp_sys_close(wake_fd);
+		wake_fd = -1;
+		waiting = 0;
+	}
+	setup_done = 0;
+	setup_why = NULL;
+	state = PP_ONCE_UNKNOWN;
+	reason = "not started";
+}
+
+#else /* !PP_HAVE_URING */
+
+void pp_uring_kick(void)
+{
+}
+
+bool pp_uring_ready(void)
+{
+	__atomic_store_n(&reason, "built without liburing", __ATOMIC_RELEASE);
+	return false;
+}
+
+void pp_uring_after_fork_child(void)
+{
+}
+
+#endif

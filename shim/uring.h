@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The io_uring service of write-behind (stage.h): one thread per process
+ * that owns an io_uring, keeps one IORING_OP_SPLICE in flight per staging
+ * pipe that holds bytes (from S into the target, everything staged so far
+ * in one request), resubmits partial splices, drops what a dead target
+ * cannot take and records the error, and closes retired stages once they
+ * are drained. Each splice runs in the kernel's io-wq, so a full target
+ * holds up nothing but its own pipe: no writer ever has to come back for
+ * its staged bytes to move.
+ *
+ * The thread blocks every signal and makes only raw system calls (no
+ * libc function libppipe interposes).
+ */
+#ifndef PP_URING_H
+#define PP_URING_H
+
+#include <stdbool.h>
+
+/*
+ * Starts the service on first use (PPIPE_MODE=uring). False when it
+ * cannot run here; pp_uring_reason() says why (for PPIPE_DEBUG and the
+ * statistics), and the vmsplice engine writes directly.
+ */
+bool pp_uring_ready(void);
+/* Whether the service was ever started in this process. */
+bool pp_uring_started(void);
+const char *pp_uring_reason(void);
+/* Wakes the service if it sleeps (async-signal-safe, cheap when awake). */
+void pp_uring_kick(void);
+/* In a fork child: the thread and its ring stayed with the parent. */
+void pp_uring_after_fork_child(void);
+
+#endif
