@@ -122,6 +122,20 @@ static void add_pipe(struct pp_pipe *p, void *arg)
 		c->totals.v[i] += __atomic_load_n(&p->cnt.v[i], __ATOMIC_RELAXED);
 }
 
+static struct pp_wb_counters wb_snapshot(void)
+{
+	struct pp_wb_counters w;
+
+	w.stages = __atomic_load_n(&pp_wb.stages, __ATOMIC_RELAXED);
+	w.staged_bytes = __atomic_load_n(&pp_wb.staged_bytes, __ATOMIC_RELAXED);
+	w.moved_bytes = __atomic_load_n(&pp_wb.moved_bytes, __ATOMIC_RELAXED);
+	w.splices = __atomic_load_n(&pp_wb.splices, __ATOMIC_RELAXED);
+	w.dropped_bytes = __atomic_load_n(&pp_wb.dropped_bytes, __ATOMIC_RELAXED);
+	w.errors_reported = __atomic_load_n(&pp_wb.errors_reported, __ATOMIC_RELAXED);
+	w.flush_waits = __atomic_load_n(&pp_wb.flush_waits, __ATOMIC_RELAXED);
+	return w;
+}
+
 /* Gathers the report; @ctx is static storage of the caller. */
 static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 {
@@ -141,11 +155,15 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 		.engine = pp_engine_name(),
 		.engine_reason = pp_engine_reason(),
 		.thp = pp_thp_verdict(),
+		.write_behind = pp_cfg.mode != PP_MODE_URING ? NULL :
+				pp_uring_started()	     ? "on" :
+							       pp_uring_reason(),
 		.pool_bytes = pp_pool_bytes(),
 		.pool_peak = pp_pool_peak(),
 		.pool_trimmed_bytes = pp_rings_trimmed_bytes(),
 		.pressure_episodes = pp_psi_episodes(),
 		.totals = ctx->totals,
+		.wb = wb_snapshot(),
 		.latency = &pp_latency_all,
 		.fds = ctx->fds,
 		.nfds = ctx->n,

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 struct pp_stage pp_stages[PP_STAGE_MAX];
-uint64_t pp_stage_errors_reported, pp_stage_flush_waits;
 
 /* Guards taking a free slot; only ever tried, never waited for (signal handlers). */
 static int alloc_lock;
@@ -195,7 +194,7 @@ struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 	__atomic_store_n(&st->out, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->err, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->inflight, 0, __ATOMIC_RELAXED);
-	st->splices = st->splice_bytes = 0;
+	PP_WB_ADD(stages, 1);
 	/* Open + the caller (a stale handle may hold the slot a moment: add). */
 	__atomic_add_fetch(&st->refs, 2, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&st->state, PP_STAGE_OPEN, __ATOMIC_RELEASE);
@@ -216,6 +215,7 @@ struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 void pp_stage_staged(struct pp_stage *st, uint64_t bytes)
 {
 	__atomic_add_fetch(&st->in, bytes, __ATOMIC_SEQ_CST);
+	PP_WB_ADD(staged_bytes, bytes);
 	pp_uring_kick();
 }
 
@@ -253,7 +253,7 @@ static bool wait_moved(struct pp_stage *st, uint64_t stall_ns)
 
 		if (!counted) {
 			counted = true;
-			__atomic_add_fetch(&pp_stage_flush_waits, 1, __ATOMIC_RELAXED);
+			PP_WB_ADD(flush_waits, 1);
 		}
 		if (stall_ns) {
 			now = mono_ns();
@@ -292,7 +292,7 @@ static int report(int e)
 {
 	if (!e)
 		return 0;
-	__atomic_add_fetch(&pp_stage_errors_reported, 1, __ATOMIC_RELAXED);
+	PP_WB_ADD(errors_reported, 1);
 	if (e == EPIPE) {
 		long pid = PP_SYSCALL(SYS_getpid), tid = pp_sys_gettid();
 

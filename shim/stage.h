@@ -25,6 +25,7 @@
 #ifndef PP_STAGE_H
 #define PP_STAGE_H
 
+#include "stats.h"
 #include "sys.h"
 
 #include <stdbool.h>
@@ -49,8 +50,7 @@ struct pp_stage {
 	uint64_t out; /* bytes that left S: spliced on, or dropped after an error */
 	uint32_t moved; /* futex word: bumped whenever out moves */
 	int err; /* errno the service met, not yet reported (0 none) */
-	int inflight; /* a splice is submitted (the service's own) */
-	uint64_t splices, splice_bytes; /* what the service did (statistics) */
+	int inflight; /* a splice or a poll for room is submitted (the service's own) */
 };
 
 extern struct pp_stage pp_stages[PP_STAGE_MAX];
@@ -141,7 +141,7 @@ bool pp_stage_fds_closing(unsigned int lo, unsigned int hi);
 /* In a fork child: the service did not come along; drop every stage. */
 void pp_stages_after_fork_child(void);
 
-/* Deferred errors reported, flushes that waited: for the statistics. */
-extern uint64_t pp_stage_errors_reported, pp_stage_flush_waits;
+/* Counts @n in the write-behind statistic @field (stats.h). */
+#define PP_WB_ADD(field, n) __atomic_add_fetch(&pp_wb.field, (n), __ATOMIC_RELAXED)
 
 #endif

@@ -28,6 +28,7 @@
 
 struct pp_counters pp_totals_closed;
 struct pp_latency pp_latency_all;
+struct pp_wb_counters pp_wb;
 
 static const char *const pp_counter_names[] = {
 #define PP_X(name, desc) #name,
@@ -433,6 +434,23 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	pp_out_json_str(&o, r->engine_reason);
 	pp_out_str(&o, ",\"thp\":");
 	pp_out_json_str(&o, r->thp);
+	pp_out_str(&o, ",\"write_behind\":{\"state\":");
+	pp_out_json_str(&o, r->write_behind);
+	pp_out_str(&o, ",\"stages\":");
+	pp_out_u64(&o, r->wb.stages);
+	pp_out_str(&o, ",\"staged_bytes\":");
+	pp_out_u64(&o, r->wb.staged_bytes);
+	pp_out_str(&o, ",\"moved_bytes\":");
+	pp_out_u64(&o, r->wb.moved_bytes);
+	pp_out_str(&o, ",\"splices\":");
+	pp_out_u64(&o, r->wb.splices);
+	pp_out_str(&o, ",\"dropped_bytes\":");
+	pp_out_u64(&o, r->wb.dropped_bytes);
+	pp_out_str(&o, ",\"errors_reported\":");
+	pp_out_u64(&o, r->wb.errors_reported);
+	pp_out_str(&o, ",\"flush_waits\":");
+	pp_out_u64(&o, r->wb.flush_waits);
+	pp_out_mem(&o, "}", 1);
 	pp_out_str(&o, ",\"pool\":{\"bytes\":");
 	pp_out_u64(&o, r->pool_bytes);
 	pp_out_str(&o, ",\"peak\":");

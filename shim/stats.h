@@ -5,6 +5,9 @@
  * the process totals when the pipe goes away. At exit, PPIPE_STATS gets
  * one JSON object per process:
  *   {"pid":..., "version":..., "mode":..., "engine":..., "engine_reason":...,
+ *    "write_behind": {"state":..., "stages":.., "staged_bytes":.., "moved_bytes":..,
+ *                     "splices":.., "dropped_bytes":.., "errors_reported":..,
+ *                     "flush_waits":..},
  *    "totals": {<every counter>},
  *    "latency_ns": {"count":..,"avg":..,"p50":..,"p99":..,"max":..,
  *                   "buckets":[[upper_ns,count],...]},
@@ -109,11 +112,25 @@ struct pp_fd_report {
  */
 size_t pp_stats_closed(struct pp_fd_report *out, uint64_t *unlisted);
 
+/* Write-behind (PPIPE_MODE=uring, stage.h), process-wide: relaxed atomics. */
+struct pp_wb_counters {
+	uint64_t stages; /* staging pipes opened */
+	uint64_t staged_bytes; /* bytes writes left in staging pipes */
+	uint64_t moved_bytes; /* of them, spliced on into their pipes */
+	uint64_t splices; /* splices that moved bytes on */
+	uint64_t dropped_bytes; /* dropped: their pipe's readers were gone */
+	uint64_t errors_reported; /* deferred errors handed to a write or close */
+	uint64_t flush_waits; /* flushes that had to wait for staged bytes */
+};
+extern struct pp_wb_counters pp_wb;
+
 struct pp_stats_report {
 	pid_t pid;
 	const char *engine; /* "vmsplice", "passthrough" */
 	const char *engine_reason; /* e.g. "vmsplice copies on this kernel" */
 	const char *thp; /* huge pages for rings, and why: "on, measured: ..." */
+	const char *write_behind; /* "on" or why not (PPIPE_MODE=uring); NULL otherwise */
+	struct pp_wb_counters wb;
 	uint64_t pool_bytes, pool_peak; /* ring memory mapped now, at most */
 	uint64_t pool_trimmed_bytes; /* given back by trimming, in all */
 	uint64_t pressure_episodes; /* times memory pressure (PSI) began */

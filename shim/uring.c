@@ -88,10 +88,13 @@ static void drop_staged(struct pp_stage *st, int err)
 		if (n <= 0)
 			break;
 		pend -= (uint64_t)n;
+		PP_WB_ADD(dropped_bytes, (uint64_t)n);
 		__atomic_add_fetch(&st->out, (uint64_t)n, __ATOMIC_RELEASE);
 	}
-	if (pend) /* S cannot be read: account the bytes as gone all the same */
+	if (pend) { /* S cannot be read: account the bytes as gone all the same */
+		PP_WB_ADD(dropped_bytes, pend);
 		__atomic_add_fetch(&st->out, pend, __ATOMIC_RELEASE);
+	}
 	pp_debug("write-behind: pipe inode %llu refused staged bytes (%s); the next write or "
 		 "close reports it",
 		 (unsigned long long)st->ino, strerror(err));
@@ -111,8 +114,8 @@ static bool splice_inline(struct pp_stage *st, int idx, uint64_t pend)
 		if (n > 0 && pp_fault(PP_FAULT_SPLICE)) {
 			n = -EPIPE; /* tests: as if the readers were gone */
 		} else if (n > 0) {
-			st->splices++;
-			st->splice_bytes += (uint64_t)n;
+			PP_WB_ADD(splices, 1);
+			PP_WB_ADD(moved_bytes, (uint64_t)n);
 			__atomic_add_fetch(&st->out, (uint64_t)n, __ATOMIC_RELEASE);
 			wake_flushers(st);
 			pend = pp_stage_pending(st);
@@ -194,8 +197,8 @@ static void complete(struct io_uring_cqe *cqe)
 	if (res > 0 && pp_fault(PP_FAULT_SPLICE))
 		res = -EPIPE; /* tests: as if the readers were gone (nothing moved) */
 	if (res > 0) {
-		st->splices++;
-		st->splice_bytes += (uint64_t)res;
+		PP_WB_ADD(splices, 1);
+		PP_WB_ADD(moved_bytes, (uint64_t)res);
 		__atomic_add_fetch(&st->out, (uint64_t)res, __ATOMIC_RELEASE);
 	} else if (res != -EINTR && res != -EAGAIN && res != -ECANCELED && res != 0) {
 		drop_staged(st, -res);

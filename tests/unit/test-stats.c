@@ -370,6 +370,8 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[3])
 	r->engine = "vmsplice";
 	r->engine_reason = "probe: pages shared";
 	r->thp = "off: PPIPE_THP=off";
+	r->write_behind = "on";
+	r->wb = (struct pp_wb_counters){ 1, 2, 3, 4, 5, 6, UINT64_MAX };
 	r->pool_bytes = 1 << 21;
 	r->pool_peak = 3 << 20;
 	r->pool_trimmed_bytes = UINT64_MAX - 1;
@@ -402,6 +404,9 @@ static void test_format(void)
 	CHECK(strstr(buf,
 		     ",\"mode\":\"auto\",\"engine\":\"vmsplice\","
 		     "\"engine_reason\":\"probe: pages shared\",\"thp\":\"off: PPIPE_THP=off\","
+		     "\"write_behind\":{\"state\":\"on\",\"stages\":1,\"staged_bytes\":2,"
+		     "\"moved_bytes\":3,\"splices\":4,\"dropped_bytes\":5,\"errors_reported\":6,"
+		     "\"flush_waits\":18446744073709551615},"
 		     "\"pool\":{\"bytes\":2097152,\"peak\":3145728,"
 		     "\"trimmed_bytes\":18446744073709551614,\"pressure_episodes\":2},"
 		     "\"totals\":{"),
@@ -463,6 +468,9 @@ static void test_format_exact(void)
 	p += sprintf(p,
 		     "{\"pid\":1,\"version\":\"%s\",\"mode\":\"auto\",\"engine\":null,"
 		     "\"engine_reason\":null,\"thp\":null,"
+		     "\"write_behind\":{\"state\":null,\"stages\":0,\"staged_bytes\":0,"
+		     "\"moved_bytes\":0,\"splices\":0,\"dropped_bytes\":0,\"errors_reported\":0,"
+		     "\"flush_waits\":0},"
 		     "\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,"
 		     "\"pressure_episodes\":0},\"totals\":{",
 		     version);
