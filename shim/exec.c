@@ -170,19 +170,20 @@ static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[
 }
 
 /*
- * The new image writes after what this one staged (stage.h), and the
- * stages' own fds are close-on-exec: deliver first.
+ * The new image writes after what this one staged (stage.h), and exec
+ * ends the service: deliver first.
  */
 char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out)
 {
-	pp_stages_flush_all();
+	/* A vfork child's exec leaves the parent and its service in place. */
+	pp_stages_flush_all(pp_vfork_other_process());
 	return prepare(x, path, envp, out, false, false);
 }
 
 char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
 			     char **out, bool any_fd)
 {
-	pp_stages_flush_all();
+	pp_stages_flush_all(true);
 	return prepare(x, path, envp, out, true, any_fd);
 }
 

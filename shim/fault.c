@@ -12,7 +12,7 @@ int pp_fault_thp_slow = -1;
 
 static const char *const site_names[PP_FAULT_SITES] = {
 	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd",  "registry",
-	"adopt",    "thp",  "stage",	 "uring",    "splice",
+	"adopt",    "thp",  "stage",	 "uring",    "splice", "flush",
 };
 
 static const struct {

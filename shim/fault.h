@@ -14,7 +14,9 @@
  * (taking over an inherited pipe end at start-up), thp (switching a
  * ring between huge and 4 KiB pages), stage (a write-behind staging
  * pipe), uring (io_uring_setup: io_uring refused), splice (a completed
- * write-behind splice reports the error instead of its count).
+ * write-behind splice reports the error instead of its count), flush
+ * (a flush of staged bytes returns without waiting: the contract broken
+ * on purpose, to show that the tests see it).
  *
  *   PPIPE_TEST_THP_SLOW=huge|small|watch
  *
@@ -42,6 +44,7 @@ enum pp_fault_site {
 	PP_FAULT_STAGE,
 	PP_FAULT_URING,
 	PP_FAULT_SPLICE,
+	PP_FAULT_FLUSH,
 	PP_FAULT_SITES
 };
 

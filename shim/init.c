@@ -54,7 +54,7 @@ static void clear_story(struct pp_pipe *p, void *arg)
 /* Staged bytes are delivered before the child exists (stage.h). */
 static void before_fork(void)
 {
-	pp_stages_flush_all();
+	pp_stages_flush_all(true);
 	pp_pipes_before_fork();
 }
 
@@ -243,7 +243,7 @@ void pp_stats_report_fd(int fd)
 
 static void at_exit(void)
 {
-	pp_stages_flush_all();
+	pp_stages_flush_all(false);
 	if (pp_fault_armed)
 		pp_fault_report();
 	pp_stats_report_now();
@@ -259,7 +259,7 @@ void pp_exit(int status, bool upper)
 	 * the pthread_atfork handler that refreshes the pid never ran in it.
 	 */
 	if (pp_active() && !pp_vfork_other_process()) {
-		pp_stages_flush_all();
+		pp_stages_flush_all(false);
 		report_final(true);
 		/* This image's registry holds end with it, as at_exit() does. */
 		pp_pipes_exec_release();

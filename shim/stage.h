@@ -111,14 +111,18 @@ int pp_stage_flush(struct pp_pipe *p);
  * Waits like pp_stage_flush(), leaving a deferred error for the next write
  * or close, but only while the staged bytes move: once they have not moved
  * for PP_STAGE_STALL_NS (the pipe is full and nobody reads), it returns.
- * For calls that never block on a plain pipe (F_SETFL, F_SETPIPE_SZ) and
- * for fork, exec, posix_spawn and exit, where the reader may be the very
- * process about to start, or a parent waiting for this one to end.
+ * For calls that never block on a plain pipe (F_SETFL, F_SETPIPE_SZ).
  */
-#define PP_STAGE_STALL_NS 100000000ull
+#define PP_STAGE_STALL_NS 1000000000ull
 void pp_stage_wait(struct pp_pipe *p);
-/* The same for every stage of the process (fork, exec, exit). */
-void pp_stages_flush_all(void);
+/*
+ * The same for every stage of the process. @bounded: as pp_stage_wait(),
+ * for fork and posix_spawn, where the reader may be the process about to
+ * start, and the service goes on delivering afterwards. Unbounded for
+ * exit and exec, which end this image and its service: a plain write
+ * would still be blocked with those bytes.
+ */
+void pp_stages_flush_all(bool bounded);
 /* Takes @p's deferred error without waiting (0 if none). */
 int pp_stage_take_error(struct pp_pipe *p);
 

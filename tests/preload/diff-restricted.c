@@ -28,44 +28,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#define T_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define T_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#elif defined(__i386__)
-#define T_AUDIT_ARCH AUDIT_ARCH_I386
-#endif
-
 #define TOTAL (6 * T_MIB)
 
 static unsigned char *src;
-
-/* Returns -1 (with errno) or 0. */
-static int deny(int nr1, int nr2, int err)
-{
-#ifdef T_AUDIT_ARCH
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, T_AUDIT_ARCH, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned int)nr1, 1, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned int)nr2, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K,
-			 SECCOMP_RET_ERRNO | ((unsigned int)err & SECCOMP_RET_DATA)),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { (unsigned short)T_ARRAY_SIZE(f), f };
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -1;
-	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
-#else
-	(void)nr1, (void)nr2, (void)err;
-	errno = ENOSYS;
-	return -1;
-#endif
-}
 
 static size_t vm_size(void)
 {
@@ -110,9 +75,9 @@ static void one(enum how h)
 		int r;
 
 		if (h == H_SECCOMP_EPERM) {
-			r = deny(__NR_vmsplice, __NR_vmsplice, EPERM);
+			r = t_seccomp_deny(__NR_vmsplice, __NR_vmsplice, EPERM);
 		} else if (h == H_SECCOMP_ENOSYS) {
-			r = deny(__NR_vmsplice, __NR_io_uring_setup, ENOSYS);
+			r = t_seccomp_deny(__NR_vmsplice, __NR_io_uring_setup, ENOSYS);
 		} else {
 			struct rlimit ml = { 0, 0 };
 			size_t cur = vm_size() + 64 * T_KIB;

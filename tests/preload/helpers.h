@@ -137,6 +137,13 @@ pid_t t_fork(void);
 int t_wait(pid_t pid);
 /* A signal handler (or SIG_DFL/SIG_IGN) with or without SA_RESTART. */
 void t_sigaction(int sig, void (*handler)(int), bool restart);
+/*
+ * Installs a seccomp filter (after PR_SET_NO_NEW_PRIVS) that fails system
+ * calls @nr1 and @nr2 with @err. Returns 0, or -1 with errno (ENOSYS where
+ * this architecture has no filter here).
+ */
+int t_seccomp_deny(int nr1, int nr2, int err);
+
 /* Counting handler: t_sig_count[sig] grows by one per delivery. */
 extern volatile sig_atomic_t t_sig_count[65];
 void t_sig_counter(int sig);

@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uring-contract SCENARIO: the write-behind contract of PPIPE_MODE=uring
+ * (README "Write-behind"), one scenario per run, under LD_PRELOAD with
+ * PPIPE_MODE=uring (test-uring.py runs them all).
+ *
+ * Most scenarios stage bytes on purpose: the pipe (64 KiB) is filled,
+ * then a 64 KiB block A is written, which the pipe cannot take: with
+ * write-behind the call returns at once with A staged (the transcript
+ * checks that the pipe still holds 64 KiB, so A really is behind it).
+ * Then comes the event of the scenario, and after it a block B through
+ * the path the scenario names. A reader that starts late reads the pipe
+ * to EOF and checks one continuous pattern stream: A reaching the pipe
+ * after B, or not at all, is a wrong byte or a short stream.
+ *
+ *   small      B is a small write() (below PPIPE_MIN_WRITE)
+ *   otherfd    B is a small write() through a dup of the write end
+ *   splice     B is splice()d in from another pipe
+ *   vmsplice   B is the program's own vmsplice()
+ *   setfl      F_SETFL (O_NONBLOCK on, then off) before B
+ *   setpipesz  F_SETPIPE_SZ (1 MiB) before B
+ *   close      the write end is closed after A: the reader gets A, then EOF
+ *   dup2       /dev/null is dup2()ed over the write end after A: A, then EOF
+ *   fork       a fork child writes B
+ *   exec       an exec'd program (this one, as "child") writes B
+ *   spawn      a posix_spawn()ed program writes B
+ *   exit       the writer (a child) calls exit() after A: A, then EOF
+ *   _exit      the same with _exit()
+ *   flush      ppipe_flush() after A: once it returns, A is in the pipe
+ *   epipe      the reader leaves without reading: A is dropped, the next
+ *              write fails with EPIPE and one SIGPIPE, the one after it too
+ *              (the kernel's own answer by then)
+ *   reqresp    a request bigger than the pipe, then a blocking read of the
+ *              reply from another pipe: the staged tail must reach the
+ *              server without the writer calling libppipe again
+ *   threads    thread 1 writes large blocks, each followed (happens-before,
+ *              through a mutex) by a block of thread 2: order in the pipe
+ *   probe      A arrives (write-behind is working here, or not: the driver
+ *              reads the statistics)
+ *   refused    io_uring_setup() refused by a seccomp filter (EPERM) before
+ *              the first write: the vmsplice engine writes A, and it arrives
+ */
+#include "helpers.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SEED 4711
+#define CAP 65536
+#define BLOCK 65536
+#define SMALL 100
+#define READER_DELAY_US 50000
+
+extern char **environ;
+
+static unsigned char *buf;
+static uint64_t pos; /* stream bytes written so far */
+
+/* The next @n bytes of the stream into @fd with write(); returns what write() did. */
+static ssize_t put(int fd, size_t n)
+{
+	ssize_t r;
+
+	t_fill(buf, n, SEED, pos);
+	r = t_write_all(fd, buf, n);
+	if (r > 0)
+		pos += (uint64_t)r;
+	return r;
+}
+
+struct scene {
+	int w, r; /* the pipe */
+	struct t_reader rd;
+};
+
+static bool expect_staged = true;
+
+/* A 64 KiB pipe, a late reader, the pipe filled, and block A staged behind it. */
+static void stage_a(struct scene *s)
+{
+	int p[2];
+
+	t_pipe(p, 0);
+	s->w = p[1];
+	s->r = p[0];
+	t_pipe_size_set(s->w, CAP);
+	t_reader_start(&s->rd, s->r, 65536, SEED, 0, READER_DELAY_US);
+	t_check(put(s->w, CAP) == CAP, "fill");
+	t_check(put(s->w, BLOCK) == BLOCK, "block A");
+	if (expect_staged)
+		t_check(t_fionread(s->r) == CAP, "A was not staged: the pipe holds %d",
+			t_fionread(s->r));
+}
+
+static void finish(struct scene *s, const char *what)
+{
+	t_close(s->r);
+	t_reader_finish(&s->rd, what, pos);
+}
+
+static void sc_small(struct scene *s)
+{
+	t_check(put(s->w, SMALL) == SMALL, "small B");
+	t_close(s->w);
+	finish(s, "A, then the small write B");
+}
+
+static void sc_otherfd(struct scene *s)
+{
+	int d = dup(s->w);
+
+	t_check(put(d, SMALL) == SMALL, "B through the dup");
+	t_close(d);
+	t_close(s->w);
+	finish(s, "A, then B through another fd of the pipe");
+}
+
+static void sc_splice(struct scene *s)
+{
+	int q[2];
+
+	t_pipe(q, 0);
+	t_check(put(q[1], SMALL) == SMALL, "B into the other pipe");
+	t_check(splice(q[0], NULL, s->w, NULL, SMALL, 0) == SMALL, "splice B");
+	t_close(q[0]);
+	t_close(q[1]);
+	t_close(s->w);
+	finish(s, "A, then B spliced in");
+}
+
+static void sc_vmsplice(struct scene *s)
+{
+	static unsigned char b[SMALL];
+	struct iovec v = { b, SMALL };
+
+	t_fill(b, SMALL, SEED, pos);
+	t_check(vmsplice(s->w, &v, 1, 0) == SMALL, "vmsplice B");
+	pos += SMALL;
+	t_close(s->w);
+	finish(s, "A, then B vmspliced in");
+}
+
+static void sc_setfl(struct scene *s)
+{
+	t_set_nonblock(s->w, true);
+	t_set_nonblock(s->w, false);
+	t_check(put(s->w, SMALL) == SMALL, "small B");
+	t_close(s->w);
+	finish(s, "A, then F_SETFL, then B");
+}
+
+static void sc_setpipesz(struct scene *s)
+{
+	t_check(fcntl(s->w, F_SETPIPE_SZ, 1 << 20) >= 0, "F_SETPIPE_SZ");
+	t_check(put(s->w, SMALL) == SMALL, "small B");
+	t_close(s->w);
+	finish(s, "A, then F_SETPIPE_SZ, then B");
+}
+
+static void sc_close(struct scene *s)
+{
+	t_check(close(s->w) == 0, "close");
+	finish(s, "A, then EOF after close");
+}
+
+static void sc_dup2(struct scene *s)
+{
+	int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	t_check(nul >= 0 && dup2(nul, s->w) == s->w, "dup2 over the write end");
+	t_close(nul);
+	t_close(s->w);
+	finish(s, "A, then EOF after dup2 over the write end");
+}
+
+static void sc_fork(struct scene *s)
+{
+	pid_t c = t_fork();
+
+	if (!c) {
+		_exit(put(s->w, SMALL) == SMALL ? 0 : 1);
+	}
+	t_check(WIFEXITED(t_wait(c)), "fork child");
+	pos += SMALL;
+	t_close(s->w);
+	finish(s, "A, then B from a fork child");
+}
+
+/* "child FD POS": writes the SMALL bytes of the stream at POS to FD. */
+static int child_main(int argc, char **argv)
+{
+	if (argc < 4)
+		return 2;
+	pos = strtoull(argv[3], NULL, 10);
+	return put(atoi(argv[2]), SMALL) == SMALL ? 0 : 1;
+}
+
+static void child_args(char *argv[5], char fdbuf[16], char posbuf[24], const char *self, int fd)
+{
+	snprintf(fdbuf, 16, "%d", fd);
+	snprintf(posbuf, 24, "%llu", (unsigned long long)pos);
+	argv[0] = (char *)self;
+	argv[1] = (char *)"child";
+	argv[2] = fdbuf;
+	argv[3] = posbuf;
+	argv[4] = NULL;
+}
+
+static void sc_exec(struct scene *s, const char *self)
+{
+	char fdbuf[16], posbuf[24], *argv[5];
+	pid_t c;
+
+	child_args(argv, fdbuf, posbuf, self, s->w);
+	c = t_fork();
+	if (!c) {
+		execv("/proc/self/exe", argv);
+		_exit(3);
+	}
+	t_check(WIFEXITED(t_wait(c)), "exec'd child");
+	pos += SMALL;
+	t_close(s->w);
+	finish(s, "A, then B from an exec'd program");
+}
+
+static void sc_spawn(struct scene *s, const char *self)
+{
+	char fdbuf[16], posbuf[24], *argv[5];
+	pid_t c;
+
+	child_args(argv, fdbuf, posbuf, self, s->w);
+	t_check(posix_spawn(&c, "/proc/self/exe", NULL, NULL, argv, environ) == 0, "spawn");
+	t_check(WIFEXITED(t_wait(c)), "spawned child");
+	pos += SMALL;
+	t_close(s->w);
+	finish(s, "A, then B from a spawned program");
+}
+
+static void sc_exit(bool raw)
+{
+	int p[2];
+	struct t_reader rd;
+	pid_t c;
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], CAP);
+	t_reader_start(&rd, p[0], 65536, SEED, 0, READER_DELAY_US);
+	c = t_fork();
+	if (!c) {
+		bool ok = put(p[1], CAP) == CAP && put(p[1], BLOCK) == BLOCK;
+
+		if (raw)
+			_exit(ok ? 0 : 1);
+		exit(ok ? 0 : 1);
+	}
+	t_close(p[1]);
+	t_close(p[0]);
+	t_check(WIFEXITED(t_wait(c)), "writer");
+	pos = CAP + BLOCK;
+	t_reader_finish(&rd, raw ? "A, then EOF after _exit" : "A, then EOF after exit", pos);
+}
+
+/*
+ * ppipe_flush(): a reader takes the fill, then pauses; once ppipe_flush()
+ * returns, the pipe holds all of A.
+ */
+static void sc_flush(void)
+{
+	int p[2], ctl[2];
+	pid_t c;
+
+	t_pipe(p, 0);
+	t_pipe(ctl, 0);
+	t_pipe_size_set(p[1], CAP);
+	c = t_fork();
+	if (!c) {
+		static unsigned char in[CAP + BLOCK / 2];
+		char go;
+		bool ok;
+
+		t_close(p[1]);
+		t_close(ctl[1]);
+		t_usleep(READER_DELAY_US);
+		ok = t_read_full(p[0], in, CAP) == CAP;
+		ok = ok && read(ctl[0], &go, 1) == 1;
+		ok = ok && t_read_full(p[0], in + CAP, BLOCK / 2) == BLOCK / 2;
+		_exit(ok && t_verify(in, CAP + BLOCK / 2, SEED, 0) == CAP + BLOCK / 2 ? 0 : 1);
+	}
+	t_close(ctl[0]);
+	t_check(put(p[1], CAP) == CAP && put(p[1], BLOCK / 2) == BLOCK / 2, "fill and A");
+	t_check(t_fionread(p[0]) == CAP, "A was not staged");
+	int (*flush)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "ppipe_flush");
+
+	t_check(flush && flush(p[1]) == 0, "ppipe_flush: %s", flush ? t_errname(errno) : "absent");
+	t_check(t_fionread(p[0]) == BLOCK / 2, "after ppipe_flush the pipe holds %d, not just A",
+		t_fionread(p[0]));
+	t_check(t_write_all(ctl[1], "g", 1) == 1, "go");
+	t_close(p[1]);
+	t_close(p[0]);
+	t_close(ctl[1]);
+	t_check(t_wait(c) == 0, "the reader did not get the fill, then A");
+}
+
+static void sc_epipe(void)
+{
+	int p[2];
+	pid_t c;
+	ssize_t r;
+	int e;
+
+	t_sigaction(SIGPIPE, t_sig_counter, true);
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], CAP);
+	c = t_fork();
+	if (!c) {
+		t_close(p[1]);
+		t_usleep(READER_DELAY_US);
+		_exit(0);
+	}
+	t_close(p[0]);
+	t_check(put(p[1], CAP) == CAP && put(p[1], BLOCK) == BLOCK, "fill and A");
+	t_wait(c);
+	/* A was staged and its reader left: the next write reports it, once. */
+	errno = 0;
+	r = write(p[1], buf, SMALL);
+	e = errno;
+	t_log("write after the reader left -> %s, SIGPIPE x%d", t_res(r, e),
+	      (int)t_sig_count[SIGPIPE]);
+	t_check(r == -1 && e == EPIPE && t_sig_count[SIGPIPE] == 1, "deferred EPIPE");
+	errno = 0;
+	r = write(p[1], buf, BLOCK);
+	e = errno;
+	t_log("the next one -> %s, SIGPIPE x%d", t_res(r, e), (int)t_sig_count[SIGPIPE]);
+	t_check(r == -1 && e == EPIPE && t_sig_count[SIGPIPE] == 2, "EPIPE after it");
+	t_close(p[1]);
+}
+
+static void sc_reqresp(void)
+{
+	int req[2], resp[2];
+	pid_t c;
+	char reply[8];
+
+	t_pipe(req, 0);
+	t_pipe(resp, 0);
+	t_pipe_size_set(req[1], CAP);
+	c = t_fork();
+	if (!c) {
+		static unsigned char in[4 * BLOCK];
+		bool ok;
+
+		t_close(req[1]);
+		t_close(resp[0]);
+		ok = t_read_full(req[0], in, sizeof(in)) == (ssize_t)sizeof(in) &&
+		     t_verify(in, sizeof(in), SEED, 0) == sizeof(in);
+		_exit(t_write_all(resp[1], ok ? "ok" : "no", 2) == 2 ? 0 : 1);
+	}
+	t_close(req[0]);
+	t_close(resp[1]);
+	t_check(put(req[1], 4 * BLOCK) == 4 * BLOCK, "request");
+	/* Block in read(): nobody but the service can move the staged tail. */
+	t_check(t_read_full(resp[0], reply, 2) == 2, "reply");
+	t_log("request of 256 KiB, reply: %.2s", reply);
+	t_close(req[1]);
+	t_close(resp[0]);
+	t_check(WIFEXITED(t_wait(c)), "server");
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int turn, tfd;
+
+#define ROUNDS 40
+
+static void *second(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < ROUNDS; i++) {
+		pthread_mutex_lock(&mu);
+		while (turn != 1)
+			pthread_cond_wait(&cv, &mu);
+		t_check(put(tfd, SMALL + (size_t)i * 1000) > 0, "thread 2");
+		turn = 0;
+		pthread_cond_signal(&cv);
+		pthread_mutex_unlock(&mu);
+	}
+	return NULL;
+}
+
+static void sc_threads(void)
+{
+	struct scene s;
+	pthread_t t;
+
+	stage_a(&s);
+	tfd = s.w;
+	pthread_create(&t, NULL, second, NULL);
+	for (int i = 0; i < ROUNDS; i++) {
+		pthread_mutex_lock(&mu);
+		while (turn != 0)
+			pthread_cond_wait(&cv, &mu);
+		t_check(put(tfd, BLOCK + (size_t)i * 4096) > 0, "thread 1");
+		turn = 1;
+		pthread_cond_signal(&cv);
+		pthread_mutex_unlock(&mu);
+	}
+	pthread_join(t, NULL);
+	t_close(s.w);
+	finish(&s, "thread 1's blocks, each before thread 2's next");
+}
+
+int main(int argc, char **argv)
+{
+	struct scene s;
+	const char *sc = argc > 1 ? argv[1] : "";
+
+	buf = t_map(8 * BLOCK);
+	if (!strcmp(sc, "child"))
+		return child_main(argc, argv);
+	t_init("uring-contract");
+	t_log("scenario %s", sc);
+	if (!strcmp(sc, "exit") || !strcmp(sc, "_exit")) {
+		sc_exit(sc[0] == '_');
+		return t_finish();
+	}
+	if (!strcmp(sc, "epipe")) {
+		sc_epipe();
+		return t_finish();
+	}
+	if (!strcmp(sc, "reqresp")) {
+		sc_reqresp();
+		return t_finish();
+	}
+	if (!strcmp(sc, "threads")) {
+		sc_threads();
+		return t_finish();
+	}
+	if (!strcmp(sc, "flush")) {
+		sc_flush();
+		return t_finish();
+	}
+	if (!strcmp(sc, "refused")) {
+		if (t_seccomp_deny(__NR_io_uring_setup, __NR_io_uring_setup, EPERM))
+			t_skip("no seccomp filter here: %s", t_errname(errno));
+		expect_staged = false;
+	}
+	stage_a(&s);
+	if (!strcmp(sc, "small"))
+		sc_small(&s);
+	else if (!strcmp(sc, "otherfd"))
+		sc_otherfd(&s);
+	else if (!strcmp(sc, "splice"))
+		sc_splice(&s);
+	else if (!strcmp(sc, "vmsplice"))
+		sc_vmsplice(&s);
+	else if (!strcmp(sc, "setfl"))
+		sc_setfl(&s);
+	else if (!strcmp(sc, "setpipesz"))
+		sc_setpipesz(&s);
+	else if (!strcmp(sc, "close"))
+		sc_close(&s);
+	else if (!strcmp(sc, "dup2"))
+		sc_dup2(&s);
+	else if (!strcmp(sc, "fork"))
+		sc_fork(&s);
+	else if (!strcmp(sc, "exec"))
+		sc_exec(&s, argv[0]);
+	else if (!strcmp(sc, "spawn"))
+		sc_spawn(&s, argv[0]);
+	else if (!strcmp(sc, "probe") || !strcmp(sc, "refused")) {
+		t_close(s.w);
+		finish(&s, "A arrives");
+	} else {
+		t_check(false, "unknown scenario %s", sc);
+	}
+	return t_finish();
+}
