@@ -102,12 +102,16 @@ static void drop_staged(struct pp_stage *st, int err)
 
 /*
  * Moves what @st holds with splice() from the service itself, never
- * waiting: when the target is full, io_uring polls it for room. Returns
- * whether an SQE was queued.
+ * waiting: when the target is full, io_uring polls it for room. A few
+ * rounds at most, so that one busy pipe does not hold up the others.
+ * Returns true when bytes are left and no poll is armed: the service
+ * must come back without sleeping.
  */
 static bool splice_inline(struct pp_stage *st, int idx, uint64_t pend)
 {
-	for (int round = 0; pend && round < 8; round++) {
+	for (int round = 0; pend; round++) {
+		if (round == 8)
+			return true;
 		long n = PP_SYSCALL(SYS_splice, st->sfd_r, NULL, st->tfd, NULL,
 				    pend > st->cap_s ? st->cap_s : pend, SPLICE_F_NONBLOCK);
 
@@ -127,11 +131,11 @@ static bool splice_inline(struct pp_stage *st, int idx, uint64_t pend)
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 
 			if (!sqe)
-				return false; /* the next round tries again */
+				return true; /* the queue is full: after this submission */
 			io_uring_prep_poll_add(sqe, st->tfd, POLLOUT);
 			io_uring_sqe_set_data64(sqe, (uint64_t)idx + 1);
 			__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
-			return true;
+			return false;
 		}
 		drop_staged(st, n ? (int)-n : EIO);
 		wake_flushers(st);
@@ -140,10 +144,14 @@ static bool splice_inline(struct pp_stage *st, int idx, uint64_t pend)
 	return false;
 }
 
-/* Submits a splice for every stage that holds bytes and has none in flight. */
+/*
+ * Moves on (inline) or submits a splice for (async) every stage that holds
+ * bytes and has nothing in flight. Returns the stages that still hold
+ * bytes with nothing in flight: the service must not sleep on them.
+ */
 static unsigned int submit_ready(void)
 {
-	unsigned int n = 0;
+	unsigned int busy = 0;
 
 	for (int i = 0; i < PP_STAGE_MAX; i++) {
 		struct pp_stage *st = &pp_stages[i];
@@ -161,21 +169,22 @@ static unsigned int submit_ready(void)
 			continue;
 		}
 		if (pp_cfg.uring_splice == PP_URING_SPLICE_INLINE) {
-			n += splice_inline(st, i, pend);
+			busy += splice_inline(st, i, pend);
 			continue;
 		}
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 
-		if (!sqe)
+		if (!sqe) {
+			busy++;
 			break;
+		}
 		if (pend > st->cap_s)
 			pend = st->cap_s;
 		io_uring_prep_splice(sqe, st->sfd_r, -1, st->tfd, -1, (unsigned int)pend, 0);
 		io_uring_sqe_set_data64(sqe, (uint64_t)i + 1);
 		__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
-		n++;
 	}
-	return n;
+	return busy;
 }
 
 static void complete(struct io_uring_cqe *cqe)
@@ -276,11 +285,18 @@ static void *service(void *arg)
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 
-		submit_ready();
+		unsigned int busy = submit_ready();
+
 		/* Announce the sleep, then look once more: a kick in between is seen. */
-		__atomic_store_n(&waiting, 1, __ATOMIC_SEQ_CST);
-		submit_ready();
-		if (io_uring_submit_and_wait(&ring, 1) < 0) {
+		if (!busy) {
+			__atomic_store_n(&waiting, 1, __ATOMIC_SEQ_CST);
+			busy = submit_ready();
+		}
+		if (busy) {
+			/* Bytes left to move: submit what is queued, reap, go round. */
+			__atomic_store_n(&waiting, 0, __ATOMIC_SEQ_CST);
+			io_uring_submit(&ring);
+		} else if (io_uring_submit_and_wait(&ring, 1) < 0) {
 			/* EINTR (signals are blocked, but ptrace may stop us): again. */
 		}
 		__atomic_store_n(&waiting, 0, __ATOMIC_SEQ_CST);

@@ -362,6 +362,7 @@ static void sc_reqresp(void)
 
 		t_close(req[1]);
 		t_close(resp[0]);
+		t_usleep(READER_DELAY_US); /* so that the request's tail is staged */
 		ok = t_read_full(req[0], in, sizeof(in)) == (ssize_t)sizeof(in) &&
 		     t_verify(in, sizeof(in), SEED, 0) == sizeof(in);
 		_exit(t_write_all(resp[1], ok ? "ok" : "no", 2) == 2 ? 0 : 1);
