@@ -8,6 +8,7 @@
 #ifndef PP_ONCE_H
 #define PP_ONCE_H
 
+#include <errno.h>
 #include <stdbool.h>
 
 enum pp_once { PP_ONCE_UNKNOWN, PP_ONCE_RUNNING, PP_ONCE_YES, PP_ONCE_NO };
@@ -34,6 +35,30 @@ static inline enum pp_once pp_once_begin(int *state)
 static inline void pp_once_end(int *state, bool yes)
 {
 	__atomic_store_n(state, yes ? PP_ONCE_YES : PP_ONCE_NO, __ATOMIC_RELEASE);
+}
+
+/*
+ * The whole decision: the first caller runs @decide (NULL: yes, else why
+ * not), stores the reason (@yes_reason when yes) in *@reason for every
+ * later reader, tells @told (once, PPIPE_DEBUG) and publishes it. errno
+ * is kept. Returns the decision, or false while another caller decides.
+ */
+static inline bool pp_once_run(int *state, const char **reason, const char *(*decide)(void),
+			       const char *yes_reason, void (*told)(const char *why))
+{
+	enum pp_once s = pp_once_begin(state);
+	const char *why;
+	int saved;
+
+	if (s != PP_ONCE_UNKNOWN)
+		return s == PP_ONCE_YES;
+	saved = errno;
+	why = decide();
+	errno = saved;
+	__atomic_store_n(reason, why ? why : yes_reason, __ATOMIC_RELEASE);
+	told(why);
+	pp_once_end(state, !why);
+	return !why;
 }
 
 static inline bool pp_once_decided(const int *state, bool *yes)

@@ -71,22 +71,15 @@ out_unmap:
 	return why;
 }
 
-bool pp_engine_ready(void)
+static void probe_told(const char *why)
 {
-	enum pp_once s = pp_once_begin(&state);
-	const char *why;
-	int saved;
-
-	if (s != PP_ONCE_UNKNOWN)
-		return s == PP_ONCE_YES;
-	saved = errno;
-	why = run_probe();
-	errno = saved;
-	__atomic_store_n(&reason, why ? why : "vmsplice shares pages", __ATOMIC_RELEASE);
 	if (why)
 		pp_debug("passthrough: %s", why);
-	pp_once_end(&state, !why);
-	return !why;
+}
+
+bool pp_engine_ready(void)
+{
+	return pp_once_run(&state, &reason, run_probe, "vmsplice shares pages", probe_told);
 }
 
 const char *pp_engine_name(void)

@@ -73,17 +73,6 @@ static int to_spare(int fd)
 	return r < 0 ? -1 : (int)r;
 }
 
-static void close_fds(struct pp_stage *st)
-{
-	if (st->sfd_r >= 0)
-		pp_sys_close(st->sfd_r);
-	if (st->sfd_w >= 0)
-		pp_sys_close(st->sfd_w);
-	if (st->tfd >= 0)
-		pp_sys_close(st->tfd);
-	st->sfd_r = st->sfd_w = st->tfd = -1;
-}
-
 /*
  * Opens the staging pipe and the target's dup in slot @st. The staging
  * pipe is sized PPIPE_URING_STAGE, never above the target (more would
@@ -183,7 +172,7 @@ struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 
 	why = stage_open(st, p, fd);
 	if (why) {
-		close_fds(st);
+		pp_stage_close_fds(st);
 		__atomic_store_n(&st->state, PP_STAGE_FREE, __ATOMIC_RELEASE);
 		__atomic_store_n(&p->last_fallback, why, __ATOMIC_RELAXED);
 		pp_debug("pipe inode %llu: write-behind not used: %s", (unsigned long long)p->ino,
@@ -428,7 +417,7 @@ void pp_stages_after_fork_child(void)
 	for (struct pp_stage *st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
 		if (__atomic_load_n(&st->state, __ATOMIC_RELAXED) == PP_STAGE_FREE)
 			continue;
-		close_fds(st);
+		pp_stage_close_fds(st);
 		st->gen++;
 		st->refs = 0;
 		st->state = PP_STAGE_FREE;

@@ -62,6 +62,18 @@ static inline uint64_t pp_stage_pending(const struct pp_stage *st)
 	       __atomic_load_n(&st->out, __ATOMIC_ACQUIRE);
 }
 
+/* Closes the fds of @st that are open. */
+static inline void pp_stage_close_fds(struct pp_stage *st)
+{
+	if (st->sfd_r >= 0)
+		pp_sys_close(st->sfd_r);
+	if (st->sfd_w >= 0)
+		pp_sys_close(st->sfd_w);
+	if (st->tfd >= 0)
+		pp_sys_close(st->tfd);
+	st->sfd_r = st->sfd_w = st->tfd = -1;
+}
+
 /*
  * Closes a retired stage nobody holds any more and frees its slot, if it
  * is one (true). Called by the service once S is drained, and by the
@@ -75,13 +87,7 @@ static inline bool pp_stage_try_reap(struct pp_stage *st)
 	    !__atomic_compare_exchange_n(&st->refs, &zero, -1, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_RELAXED))
 		return false;
-	if (st->sfd_r >= 0)
-		pp_sys_close(st->sfd_r);
-	if (st->sfd_w >= 0)
-		pp_sys_close(st->sfd_w);
-	if (st->tfd >= 0)
-		pp_sys_close(st->tfd);
-	st->sfd_r = st->sfd_w = st->tfd = -1;
+	pp_stage_close_fds(st);
 	__atomic_add_fetch(&st->gen, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&st->refs, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&st->state, PP_STAGE_FREE, __ATOMIC_RELEASE);

@@ -329,24 +329,17 @@ static const char *start(void)
 	return __atomic_load_n(&setup_why, __ATOMIC_ACQUIRE);
 }
 
-bool pp_uring_ready(void)
+static void start_told(const char *why)
 {
-	enum pp_once s = pp_once_begin(&state);
-	const char *why;
-	int saved;
-
-	if (s != PP_ONCE_UNKNOWN)
-		return s == PP_ONCE_YES;
-	saved = errno;
-	why = start();
-	errno = saved;
-	__atomic_store_n(&reason, why ? why : "io_uring splice service running", __ATOMIC_RELEASE);
 	if (why)
 		pp_debug("PPIPE_MODE=uring: %s; the vmsplice engine writes directly", why);
 	else
-		pp_debug("PPIPE_MODE=uring: write-behind through IORING_OP_SPLICE");
-	pp_once_end(&state, !why);
-	return !why;
+		pp_debug("PPIPE_MODE=uring: write-behind, with an io_uring service thread");
+}
+
+bool pp_uring_ready(void)
+{
+	return pp_once_run(&state, &reason, start, "io_uring service running", start_told);
 }
 
 void pp_uring_after_fork_child(void)

@@ -65,6 +65,7 @@
 extern char **environ;
 
 static unsigned char *buf;
+static const char *self; /* this program, for exec and spawn */
 static uint64_t pos; /* stream bytes written so far */
 
 /* The next @n bytes of the stream into @fd with write(); returns what write() did. */
@@ -206,18 +207,18 @@ static int child_main(int argc, char **argv)
 	return put(atoi(argv[2]), SMALL) == SMALL ? 0 : 1;
 }
 
-static void child_args(char *argv[5], char fdbuf[16], char posbuf[24], const char *self, int fd)
+static void child_args(char *argv[5], char fdbuf[16], char posbuf[24], const char *prog, int fd)
 {
 	snprintf(fdbuf, 16, "%d", fd);
 	snprintf(posbuf, 24, "%llu", (unsigned long long)pos);
-	argv[0] = (char *)self;
+	argv[0] = (char *)prog;
 	argv[1] = (char *)"child";
 	argv[2] = fdbuf;
 	argv[3] = posbuf;
 	argv[4] = NULL;
 }
 
-static void sc_exec(struct scene *s, const char *self)
+static void sc_exec(struct scene *s)
 {
 	char fdbuf[16], posbuf[24], *argv[5];
 	pid_t c;
@@ -234,7 +235,7 @@ static void sc_exec(struct scene *s, const char *self)
 	finish(s, "A, then B from an exec'd program");
 }
 
-static void sc_spawn(struct scene *s, const char *self)
+static void sc_spawn(struct scene *s)
 {
 	char fdbuf[16], posbuf[24], *argv[5];
 	pid_t c;
@@ -247,7 +248,7 @@ static void sc_spawn(struct scene *s, const char *self)
 	finish(s, "A, then B from a spawned program");
 }
 
-static void sc_exit(bool raw)
+static void writer_exits(bool raw)
 {
 	int p[2];
 	struct t_reader rd;
@@ -275,8 +276,9 @@ static void sc_exit(bool raw)
  * ppipe_flush(): a reader takes the fill, then pauses; once ppipe_flush()
  * returns, the pipe holds all of A.
  */
-static void sc_flush(void)
+static void sc_flush(struct scene *unused)
 {
+	(void)unused;
 	int p[2], ctl[2];
 	pid_t c;
 
@@ -312,8 +314,9 @@ static void sc_flush(void)
 	t_check(t_wait(c) == 0, "the reader did not get the fill, then A");
 }
 
-static void sc_epipe(void)
+static void sc_epipe(struct scene *unused)
 {
+	(void)unused;
 	int p[2];
 	pid_t c;
 	ssize_t r;
@@ -346,8 +349,9 @@ static void sc_epipe(void)
 	t_close(p[1]);
 }
 
-static void sc_reqresp(void)
+static void sc_reqresp(struct scene *unused)
 {
+	(void)unused;
 	int req[2], resp[2];
 	pid_t c;
 	char reply[8];
@@ -399,8 +403,9 @@ static void *second(void *arg)
 	return NULL;
 }
 
-static void sc_threads(void)
+static void sc_threads(struct scene *unused)
 {
+	(void)unused;
 	struct scene s;
 	pthread_t t;
 
@@ -421,69 +426,65 @@ static void sc_threads(void)
 	finish(&s, "thread 1's blocks, each before thread 2's next");
 }
 
+static void sc_exit(struct scene *unused)
+{
+	(void)unused;
+	writer_exits(false);
+}
+
+static void sc_raw_exit(struct scene *unused)
+{
+	(void)unused;
+	writer_exits(true);
+}
+
+static void sc_probe(struct scene *s)
+{
+	t_close(s->w);
+	finish(s, "A arrives");
+}
+
+static const struct {
+	const char *name;
+	void (*run)(struct scene *s);
+	bool stages_a; /* runs on a scene with A staged (stage_a) */
+} scenarios[] = {
+	{ "small", sc_small, true },	  { "otherfd", sc_otherfd, true },
+	{ "splice", sc_splice, true },	  { "vmsplice", sc_vmsplice, true },
+	{ "setfl", sc_setfl, true },	  { "setpipesz", sc_setpipesz, true },
+	{ "close", sc_close, true },	  { "dup2", sc_dup2, true },
+	{ "fork", sc_fork, true },	  { "exec", sc_exec, true },
+	{ "spawn", sc_spawn, true },	  { "probe", sc_probe, true },
+	{ "refused", sc_probe, true },	  { "exit", sc_exit, false },
+	{ "_exit", sc_raw_exit, false },  { "flush", sc_flush, false },
+	{ "epipe", sc_epipe, false },	  { "reqresp", sc_reqresp, false },
+	{ "threads", sc_threads, false },
+};
+
 int main(int argc, char **argv)
 {
 	struct scene s;
 	const char *sc = argc > 1 ? argv[1] : "";
 
 	buf = t_map(8 * BLOCK);
+	self = argv[0];
 	if (!strcmp(sc, "child"))
 		return child_main(argc, argv);
 	t_init("uring-contract");
 	t_log("scenario %s", sc);
-	if (!strcmp(sc, "exit") || !strcmp(sc, "_exit")) {
-		sc_exit(sc[0] == '_');
-		return t_finish();
-	}
-	if (!strcmp(sc, "epipe")) {
-		sc_epipe();
-		return t_finish();
-	}
-	if (!strcmp(sc, "reqresp")) {
-		sc_reqresp();
-		return t_finish();
-	}
-	if (!strcmp(sc, "threads")) {
-		sc_threads();
-		return t_finish();
-	}
-	if (!strcmp(sc, "flush")) {
-		sc_flush();
-		return t_finish();
-	}
 	if (!strcmp(sc, "refused")) {
 		if (t_seccomp_deny(__NR_io_uring_setup, __NR_io_uring_setup, EPERM))
 			t_skip("no seccomp filter here: %s", t_errname(errno));
 		expect_staged = false;
 	}
-	stage_a(&s);
-	if (!strcmp(sc, "small"))
-		sc_small(&s);
-	else if (!strcmp(sc, "otherfd"))
-		sc_otherfd(&s);
-	else if (!strcmp(sc, "splice"))
-		sc_splice(&s);
-	else if (!strcmp(sc, "vmsplice"))
-		sc_vmsplice(&s);
-	else if (!strcmp(sc, "setfl"))
-		sc_setfl(&s);
-	else if (!strcmp(sc, "setpipesz"))
-		sc_setpipesz(&s);
-	else if (!strcmp(sc, "close"))
-		sc_close(&s);
-	else if (!strcmp(sc, "dup2"))
-		sc_dup2(&s);
-	else if (!strcmp(sc, "fork"))
-		sc_fork(&s);
-	else if (!strcmp(sc, "exec"))
-		sc_exec(&s, argv[0]);
-	else if (!strcmp(sc, "spawn"))
-		sc_spawn(&s, argv[0]);
-	else if (!strcmp(sc, "probe") || !strcmp(sc, "refused")) {
-		t_close(s.w);
-		finish(&s, "A arrives");
-	} else {
-		t_check(false, "unknown scenario %s", sc);
+	for (size_t i = 0; i < T_ARRAY_SIZE(scenarios); i++) {
+		if (strcmp(sc, scenarios[i].name))
+			continue;
+		if (scenarios[i].stages_a)
+			stage_a(&s);
+		scenarios[i].run(&s);
+		return t_finish();
 	}
+	t_check(false, "unknown scenario %s", sc);
 	return t_finish();
 }
