@@ -13,6 +13,7 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -414,6 +415,8 @@ bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
 
 void pp_stages_after_fork_child(void)
 {
+	/* The counters are the parent's story, as the pipes' own are (stats.c). */
+	memset(&pp_wb, 0, sizeof(pp_wb));
 	for (struct pp_stage *st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
 		if (__atomic_load_n(&st->state, __ATOMIC_RELAXED) == PP_STAGE_FREE)
 			continue;
