@@ -23,6 +23,7 @@
 #include "sys.h"
 #include "thp.h"
 #include "turn.h"
+#include "uring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -318,6 +319,30 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 	return fall_back(p, why);
 }
 
+/*
+ * Before a write-behind write goes straight into the pipe, the bytes
+ * staged before it must be in: the writer moves them on itself when it
+ * can (no wake-up of the service) and the pipe has room. Returns 0 when
+ * nothing is staged any more, -EPIPE when the readers are gone (with the
+ * kernel's SIGPIPE to this thread), else nonzero: this write is staged
+ * too, and the service, kicked, takes the rest on.
+ */
+static long help_move(struct pp_stage *st)
+{
+	long n = -EBUSY;
+
+	if (!pp_stage_mover_try(st))
+		return n;
+	for (int round = 0; round < 4 && (n = pp_stage_move_once(st)) > 0; round++)
+		;
+	pp_stage_mover_release(st);
+	if (n > 0 || (n < 0 && n != -EPIPE) || pp_stage_pending(st))
+		pp_uring_kick();
+	if (n == -EPIPE)
+		return n;
+	return pp_stage_pending(st) ? 1 : 0;
+}
+
 /* Returned by push_region when no pin could be had: the real call goes on. */
 #define PP_NO_PIN 1
 /*
@@ -363,26 +388,27 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 		 * Write-behind stages only what the pipe cannot take now: with
 		 * nothing staged before it, a write goes straight in (stage.h).
 		 */
+		if (op->st && !op->staging && pp_stage_pending(op->st)) {
+			n = help_move(op->st);
+			if (n == -EPIPE)
+				return n; /* the kernel's SIGPIPE came with it: this write's error */
+			op->staging = n != 0;
+		}
 		if (op->st && !op->staging) {
-			if (pp_stage_pending(op->st)) {
-				op->staging = true;
-			} else {
-				n = pp_sys_vmsplice(op->st->tfd, &v, 1, SPLICE_F_NONBLOCK);
-				pp_count(&op->p->cnt, PP_CNT_vmsplice_calls, 1);
-				if (n > 0) {
-					pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
-					op->pushed += (size_t)n;
-					continue;
-				}
-				if (n != -EAGAIN) {
-					if (!op->done && !op->pushed &&
-					    (n == -EBADF || n == -EINVAL || n == -ENOMEM ||
-					     n == -EFAULT))
-						return PP_DECLINE;
-					return n ? n : -EIO;
-				}
-				op->staging = true;
+			n = pp_sys_vmsplice(op->st->tfd, &v, 1, SPLICE_F_NONBLOCK);
+			pp_count(&op->p->cnt, PP_CNT_vmsplice_calls, 1);
+			if (n > 0) {
+				pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
+				op->pushed += (size_t)n;
+				continue;
 			}
+			if (n != -EAGAIN) {
+				if (!op->done && !op->pushed &&
+				    (n == -EBADF || n == -EINVAL || n == -ENOMEM || n == -EFAULT))
+					return PP_DECLINE;
+				return n ? n : -EIO;
+			}
+			op->staging = true;
 		}
 		/*
 		 * The readers went away under staged bytes: stage no more. The

@@ -184,6 +184,7 @@ struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 	__atomic_store_n(&st->out, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->err, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&st->inflight, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->mover, 0, __ATOMIC_RELAXED);
 	PP_WB_ADD(stages, 1);
 	/* Open + the caller (a stale handle may hold the slot a moment: add). */
 	__atomic_add_fetch(&st->refs, 2, __ATOMIC_ACQ_REL);
@@ -209,11 +210,15 @@ void pp_stage_staged(struct pp_stage *st, uint64_t bytes)
 	pp_uring_kick();
 }
 
-static long futex_wait(uint32_t *word, uint32_t val)
+/* Sleeps until @st's bytes move past @seq (or 10 ms pass), registered as a waiter. */
+static void wait_seq(struct pp_stage *st, uint32_t seq)
 {
 	struct timespec slice = { 0, 10000000 };
 
-	return syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &slice, NULL, 0);
+	__atomic_add_fetch(&st->flushers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&st->moved, __ATOMIC_SEQ_CST) == seq)
+		syscall(SYS_futex, &st->moved, FUTEX_WAIT_PRIVATE, seq, &slice, NULL, 0);
+	__atomic_sub_fetch(&st->flushers, 1, __ATOMIC_SEQ_CST);
 }
 
 static uint64_t mono_ns(void)
@@ -257,7 +262,7 @@ static bool wait_moved(struct pp_stage *st, uint64_t stall_ns)
 		}
 		pp_uring_kick();
 		if (__atomic_load_n(&st->out, __ATOMIC_ACQUIRE) == seen)
-			futex_wait(&st->moved, seq);
+			wait_seq(st, seq);
 		{
 			uint64_t out = __atomic_load_n(&st->out, __ATOMIC_ACQUIRE);
 
@@ -405,7 +410,7 @@ bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
 
 			pp_uring_kick();
 			if (__atomic_load_n(&st->out, __ATOMIC_ACQUIRE) < target)
-				futex_wait(&st->moved, seq);
+				wait_seq(st, seq);
 			else
 				sched_yield();
 		}

@@ -28,12 +28,20 @@
 #include "stats.h"
 #include "sys.h"
 
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 
 struct pp_pipe;
 
 #define PP_STAGE_MAX 64
+
+/* Counts @n in the write-behind statistic @field (stats.h). */
+#define PP_WB_ADD(field, n) __atomic_add_fetch(&pp_wb.field, (n), __ATOMIC_RELAXED)
 
 enum pp_stage_state { PP_STAGE_FREE, PP_STAGE_OPENING, PP_STAGE_OPEN, PP_STAGE_RETIRED };
 
@@ -51,6 +59,8 @@ struct pp_stage {
 	uint32_t moved; /* futex word: bumped whenever out moves */
 	int err; /* errno the service met, not yet reported (0 none) */
 	int inflight; /* a splice or a poll for room is submitted (the service's own) */
+	int mover; /* held by whoever moves bytes on from S: one at a time (atomic) */
+	int flushers; /* threads waiting for moved (atomic) */
 };
 
 extern struct pp_stage pp_stages[PP_STAGE_MAX];
@@ -72,6 +82,56 @@ static inline void pp_stage_close_fds(struct pp_stage *st)
 	if (st->tfd >= 0)
 		pp_sys_close(st->tfd);
 	st->sfd_r = st->sfd_w = st->tfd = -1;
+}
+
+/* Takes the right to move @st's bytes on; false when someone else has it. */
+static inline bool pp_stage_mover_try(struct pp_stage *st)
+{
+	return !__atomic_exchange_n(&st->mover, 1, __ATOMIC_SEQ_CST);
+}
+
+static inline void pp_stage_mover_release(struct pp_stage *st)
+{
+	__atomic_store_n(&st->mover, 0, __ATOMIC_SEQ_CST);
+}
+
+/* out moved: whoever waits for it is woken (a system call only if someone does). */
+static inline void pp_stage_wake(struct pp_stage *st)
+{
+	__atomic_add_fetch(&st->moved, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&st->flushers, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &st->moved, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* @n bytes left S for the pipe: counted, and waiters woken. */
+static inline void pp_stage_moved(struct pp_stage *st, uint64_t n)
+{
+	PP_WB_ADD(splices, 1);
+	PP_WB_ADD(moved_bytes, n);
+	__atomic_add_fetch(&st->out, n, __ATOMIC_SEQ_CST);
+	pp_stage_wake(st);
+}
+
+/*
+ * Moves what @st holds on into its pipe with one splice() that never
+ * waits; the caller holds the mover right. Returns the bytes moved, 0 when
+ * nothing is staged, or -errno (-EAGAIN: the pipe is full). A writer that
+ * meets -EPIPE here got the kernel's SIGPIPE, as its own write would have.
+ */
+static inline long pp_stage_move_once(struct pp_stage *st)
+{
+	uint64_t pend = pp_stage_pending(st);
+	long n;
+
+	if (!pend)
+		return 0;
+	n = PP_SYSCALL(SYS_splice, st->sfd_r, NULL, st->tfd, NULL,
+		       pend > st->cap_s ? st->cap_s : pend, SPLICE_F_NONBLOCK);
+	if (n > 0 && pp_fault(PP_FAULT_SPLICE))
+		return -EPIPE; /* tests: as if the readers were gone (nothing counted) */
+	if (n > 0)
+		pp_stage_moved(st, (uint64_t)n);
+	return n ? n : -EIO;
 }
 
 /*
@@ -150,8 +210,5 @@ bool pp_stage_fds_closing(unsigned int lo, unsigned int hi);
 
 /* In a fork child: the service did not come along; drop every stage. */
 void pp_stages_after_fork_child(void);
-
-/* Counts @n in the write-behind statistic @field (stats.h). */
-#define PP_WB_ADD(field, n) __atomic_add_fetch(&pp_wb.field, (n), __ATOMIC_RELAXED)
 
 #endif

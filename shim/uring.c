@@ -56,12 +56,6 @@ void pp_uring_kick(void)
 		PP_SYSCALL(SYS_write, wake_fd, &one, sizeof(one));
 }
 
-static void wake_flushers(struct pp_stage *st)
-{
-	__atomic_add_fetch(&st->moved, 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &st->moved, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-}
-
 static void arm_wake(void)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
@@ -95,6 +89,7 @@ static void drop_staged(struct pp_stage *st, int err)
 		PP_WB_ADD(dropped_bytes, pend);
 		__atomic_add_fetch(&st->out, pend, __ATOMIC_RELEASE);
 	}
+	pp_stage_wake(st);
 	pp_debug("write-behind: pipe inode %llu refused staged bytes (%s); the next write or "
 		 "close reports it",
 		 (unsigned long long)st->ino, strerror(err));
@@ -107,41 +102,30 @@ static void drop_staged(struct pp_stage *st, int err)
  * Returns true when bytes are left and no poll is armed: the service
  * must come back without sleeping.
  */
-static bool splice_inline(struct pp_stage *st, int idx, uint64_t pend)
+static bool splice_inline(struct pp_stage *st, int idx)
 {
-	for (int round = 0; pend; round++) {
-		if (round == 8)
-			return true;
-		long n = PP_SYSCALL(SYS_splice, st->sfd_r, NULL, st->tfd, NULL,
-				    pend > st->cap_s ? st->cap_s : pend, SPLICE_F_NONBLOCK);
+	long n = 0;
 
-		if (n > 0 && pp_fault(PP_FAULT_SPLICE)) {
-			n = -EPIPE; /* tests: as if the readers were gone */
-		} else if (n > 0) {
-			PP_WB_ADD(splices, 1);
-			PP_WB_ADD(moved_bytes, (uint64_t)n);
-			__atomic_add_fetch(&st->out, (uint64_t)n, __ATOMIC_RELEASE);
-			wake_flushers(st);
-			pend = pp_stage_pending(st);
-			continue;
-		}
-		if (n == -EINTR)
-			continue;
-		if (n == -EAGAIN) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+	/* A writer moving them now kicks the service if it leaves any. */
+	if (!pp_stage_mover_try(st))
+		return false;
+	for (int round = 0; round < 8 && (n = pp_stage_move_once(st)) > 0; round++)
+		;
+	if (n == -EAGAIN) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 
-			if (!sqe)
-				return true; /* the queue is full: after this submission */
-			io_uring_prep_poll_add(sqe, st->tfd, POLLOUT);
-			io_uring_sqe_set_data64(sqe, (uint64_t)idx + 1);
-			__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
-			return false;
-		}
-		drop_staged(st, n ? (int)-n : EIO);
-		wake_flushers(st);
+		pp_stage_mover_release(st);
+		if (!sqe)
+			return true; /* the queue is full: after this submission */
+		io_uring_prep_poll_add(sqe, st->tfd, POLLOUT);
+		io_uring_sqe_set_data64(sqe, (uint64_t)idx + 1);
+		__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
 		return false;
 	}
-	return false;
+	if (n < 0 && n != -EINTR)
+		drop_staged(st, (int)-n);
+	pp_stage_mover_release(st);
+	return pp_stage_pending(st) != 0;
 }
 
 /*
@@ -169,12 +153,15 @@ static unsigned int submit_ready(void)
 			continue;
 		}
 		if (pp_cfg.uring_splice == PP_URING_SPLICE_INLINE) {
-			busy += splice_inline(st, i, pend);
+			busy += splice_inline(st, i);
 			continue;
 		}
+		if (!pp_stage_mover_try(st))
+			continue; /* a writer moves them: it kicks if it leaves any */
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 
 		if (!sqe) {
+			pp_stage_mover_release(st);
 			busy++;
 			break;
 		}
@@ -205,15 +192,12 @@ static void complete(struct io_uring_cqe *cqe)
 	}
 	if (res > 0 && pp_fault(PP_FAULT_SPLICE))
 		res = -EPIPE; /* tests: as if the readers were gone (nothing moved) */
-	if (res > 0) {
-		PP_WB_ADD(splices, 1);
-		PP_WB_ADD(moved_bytes, (uint64_t)res);
-		__atomic_add_fetch(&st->out, (uint64_t)res, __ATOMIC_RELEASE);
-	} else if (res != -EINTR && res != -EAGAIN && res != -ECANCELED && res != 0) {
+	if (res > 0)
+		pp_stage_moved(st, (uint64_t)res);
+	else if (res != -EINTR && res != -EAGAIN && res != -ECANCELED && res != 0)
 		drop_staged(st, -res);
-	}
+	pp_stage_mover_release(st);
 	__atomic_store_n(&st->inflight, 0, __ATOMIC_SEQ_CST);
-	wake_flushers(st);
 }
 
 /* Moves a fresh fd of ours above the program's numbers. */
