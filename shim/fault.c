@@ -11,8 +11,8 @@ int pp_fault_armed;
 int pp_fault_thp_slow = -1;
 
 static const char *const site_names[PP_FAULT_SITES] = {
-	"vmsplice", "mmap", "getpipesz", "fionread", "dupfd",  "registry",
-	"adopt",    "thp",  "stage",	 "uring",    "splice", "flush",
+	"vmsplice", "mmap",  "getpipesz", "fionread", "dupfd", "registry", "adopt",
+	"thp",	    "stage", "uring",	  "splice",   "flush", "lag",
 };
 
 static const struct {

@@ -16,7 +16,9 @@
  * pipe), uring (io_uring_setup: io_uring refused), splice (a completed
  * write-behind splice reports the error instead of its count), flush
  * (a flush of staged bytes returns without waiting: the contract broken
- * on purpose, to show that the tests see it).
+ * on purpose, to show that the tests see it), lag (the write-behind
+ * service waits 20 ms before it moves bytes: with flushes broken, a path
+ * that skips one is then overtaken every time).
  *
  *   PPIPE_TEST_THP_SLOW=huge|small|watch
  *
@@ -45,6 +47,7 @@ enum pp_fault_site {
 	PP_FAULT_URING,
 	PP_FAULT_SPLICE,
 	PP_FAULT_FLUSH,
+	PP_FAULT_LAG,
 	PP_FAULT_SITES
 };
 

@@ -34,6 +34,7 @@ bool pp_uring_started(void)
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -109,6 +110,11 @@ static bool splice_inline(struct pp_stage *st, int idx)
 	/* A writer moving them now kicks the service if it leaves any. */
 	if (!pp_stage_mover_try(st))
 		return false;
+	if (pp_fault(PP_FAULT_LAG)) {
+		struct timespec lag = { 0, 20000000 };
+
+		nanosleep(&lag, NULL); /* tests: a slow service */
+	}
 	for (int round = 0; round < 8 && (n = pp_stage_move_once(st)) > 0; round++)
 		;
 	if (n == -EAGAIN) {

@@ -9,9 +9,10 @@ own checks: bytes in order and intact, A staged, EOF, EPIPE...) and, where
 the scenario stages bytes, statistics that show staged bytes moved on.
 Then the fallback: io_uring_setup refused by a seccomp filter, the bytes
 must still arrive and the statistics must say why write-behind is off.
-Last, the tests' own sensitivity: with the flushes broken on purpose
-(PPIPE_TEST_FAULT=flush), the scenarios in SENSITIVE must fail within
-three runs.
+Last, the tests' own sensitivity: with the service slowed
+(PPIPE_TEST_FAULT=lag) the scenarios in SENSITIVE must pass, and with the
+flushes broken on purpose as well (flush,lag) they must fail within three
+runs.
 
 Exit 77 when write-behind cannot run on this machine at all (no io_uring,
 or a build without liburing): the statistics say why.
@@ -25,8 +26,10 @@ import tempfile
 STAGING = ["small", "otherfd", "splice", "vmsplice", "setfl", "setpipesz", "close",
            "dup2", "fork", "exec", "spawn", "exit", "_exit", "flush", "epipe", "reqresp",
            "threads"]
-# Scenarios that fail (almost) every time the flush points are skipped.
-SENSITIVE = ["flush", "exit", "_exit", "threads"]
+# Scenarios that must fail when the flush points are skipped and the service is
+# slow (PPIPE_TEST_FAULT=flush,lag): whatever skips a flush then overtakes.
+SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "setfl", "setpipesz", "fork", "exec",
+             "spawn", "flush", "exit", "_exit", "threads"]
 
 
 def run(lib, prog, scenario, statsdir, extra=None):
@@ -92,11 +95,19 @@ def main():
             if not ok:
                 failed.append("refused")
                 print("  " + (out + err)[-1500:].replace("\n", "\n  "))
-        # The tests can fail: with the flushes broken on purpose, these see it.
+        # The tests can fail: with a slow service they pass (the control)...
+        for sc in SENSITIVE:
+            rc, out, err, _ = run(lib, prog, sc, d, {"PPIPE_TEST_FAULT": "lag:EIO:1"})
+            if rc != 0:
+                failed.append(sc + " (slow service)")
+                print(f"{sc} with a slow service: exit {rc} FAIL")
+                print("  " + (out + err)[-1500:].replace("\n", "\n  "))
+        # ... and with the flushes broken as well, they see it.
         for sc in SENSITIVE:
             seen = []
             for _ in range(3):
-                rc, _, _, _ = run(lib, prog, sc, d, {"PPIPE_TEST_FAULT": "flush:EIO:1"})
+                rc, _, _, _ = run(lib, prog, sc, d,
+                                  {"PPIPE_TEST_FAULT": "flush:EIO:1,lag:EIO:1"})
                 seen.append(rc)
                 if rc != 0:
                     break
