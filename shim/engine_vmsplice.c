@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -329,13 +330,24 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
  */
 static long help_move(struct pp_stage *st)
 {
+	sigset_t all, old;
 	long n = -EBUSY;
 
-	if (!pp_stage_mover_try(st))
+	/*
+	 * No handler may run while this thread holds the mover right: one
+	 * that flushes the pipe would wait for bytes only this thread can
+	 * move on (the service leaves a held stage to its holder).
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (!pp_stage_mover_try(st)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return n;
+	}
 	for (int round = 0; round < 4 && (n = pp_stage_move_once(st)) > 0; round++)
 		;
 	pp_stage_mover_release(st);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (n > 0 || (n < 0 && n != -EPIPE) || pp_stage_pending(st))
 		pp_uring_kick();
 	if (n == -EPIPE)

@@ -144,9 +144,17 @@ static inline bool pp_stage_try_reap(struct pp_stage *st)
 	int zero = 0;
 
 	if (__atomic_load_n(&st->state, __ATOMIC_ACQUIRE) != PP_STAGE_RETIRED ||
-	    !__atomic_compare_exchange_n(&st->refs, &zero, -1, false, __ATOMIC_ACQ_REL,
+	    !__atomic_compare_exchange_n(&st->refs, &zero, -1, false, __ATOMIC_SEQ_CST,
 					 __ATOMIC_RELAXED))
 		return false;
+	/*
+	 * Nobody can stage any more; a writer that left just before the claim
+	 * may have staged bytes after the caller last looked: they go first.
+	 */
+	if (pp_stage_pending(st) || __atomic_load_n(&st->inflight, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&st->refs, 0, __ATOMIC_SEQ_CST);
+		return false;
+	}
 	pp_stage_close_fds(st);
 	__atomic_add_fetch(&st->gen, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&st->refs, 0, __ATOMIC_RELEASE);
