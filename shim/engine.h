@@ -31,6 +31,8 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 
 /* Whether the engine works here, and why not (for PPIPE_DEBUG and the stats). */
 bool pp_engine_ready(void);
+/* Whether the start-up probe has decided (false while a thread runs it). */
+bool pp_engine_decided(void);
 const char *pp_engine_name(void);
 const char *pp_engine_reason(void);
 /* In a fork child: forget a probe that was still running in another thread. */

@@ -316,7 +316,7 @@ static ssize_t rest_cancellable(struct write_op *op, const struct iovec *iov, in
 static ssize_t decline(struct pp_pipe *p, const char *why)
 {
 	if (why)
-		p->reason = why;
+		__atomic_store_n(&p->reason, why, __ATOMIC_RELAXED);
 	return fall_back(p, why);
 }
 
@@ -508,8 +508,10 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	int idx = 0;
 	long ret;
 
+	/* While another thread runs the start-up probe, this write just takes the real call. */
 	if (!pp_engine_ready())
-		return decline(p, pp_engine_reason());
+		return pp_engine_decided() ? decline(p, pp_engine_reason()) :
+					     fall_back(p, "start-up probe still running");
 	if (pp_pipe_unsafe(p))
 		return fall_back(p, "readers no longer known");
 	/*

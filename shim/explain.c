@@ -62,7 +62,7 @@ void pp_explain_path(struct pp_pipe *p, int fd, ssize_t r)
 		return;
 	if (r != PP_DECLINE) {
 		pp_debug("pipe inode %llu (fd %d): accelerated by vmsplice (%s)", ino, fd,
-			 p->reason ? p->reason : "");
+			 pp_pipe_reason(p));
 		return;
 	}
 	/* Plain for good: the pipe's reason. Else what this write fell back for. */

@@ -232,7 +232,7 @@ void pp_pipe_mark_unsafe(struct pp_pipe *p, const char *why)
 	if (!__atomic_exchange_n(&p->sh->unsafe, 1, __ATOMIC_ACQ_REL))
 		pp_debug("pipe inode %llu: readers no longer known (%s): plain writes from now on",
 			 (unsigned long long)p->ino, why);
-	p->reason = why;
+	__atomic_store_n(&p->reason, why, __ATOMIC_RELAXED);
 	p->marked_here = true;
 }
 

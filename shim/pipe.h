@@ -108,6 +108,14 @@ static inline void pp_pipe_set_nonblock(struct pp_pipe *p, bool on)
 	__atomic_store_n(&p->sh->nonblock, on, __ATOMIC_RELAXED);
 }
 
+/* Why @p is (not) accelerated; written by whichever writer last found out. */
+static inline const char *pp_pipe_reason(const struct pp_pipe *p)
+{
+	const char *r = __atomic_load_n(&p->reason, __ATOMIC_RELAXED);
+
+	return r ? r : "";
+}
+
 /*
  * The path @p's large writes take as far as the pipe decides ("vmsplice"
  * or "passthrough"; an engine that cannot work overrides it), and in
@@ -115,7 +123,7 @@ static inline void pp_pipe_set_nonblock(struct pp_pipe *p, bool on)
  */
 static inline const char *pp_pipe_path(const struct pp_pipe *p, const char **why)
 {
-	*why = p->reason ? p->reason : "";
+	*why = pp_pipe_reason(p);
 	if (!p->accel)
 		return "passthrough";
 	if (pp_pipe_unsafe(p)) {

@@ -82,6 +82,13 @@ bool pp_engine_ready(void)
 	return pp_once_run(&state, &reason, run_probe, "vmsplice shares pages", probe_told);
 }
 
+bool pp_engine_decided(void)
+{
+	bool ok;
+
+	return pp_once_decided(&state, &ok);
+}
+
 const char *pp_engine_name(void)
 {
 	bool ok;

@@ -88,7 +88,8 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	else if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd))
 		r = pp_engine_write(p, fd, iov, iovcnt, total);
 	else if (end == PP_END_WRITE)
-		__atomic_store_n(&p->last_fallback, p->accel ? "fd not in PPIPE_FDS" : p->reason,
+		__atomic_store_n(&p->last_fallback,
+				 p->accel ? "fd not in PPIPE_FDS" : pp_pipe_reason(p),
 				 __ATOMIC_RELAXED);
 	if (unlikely(pp_cfg.debug) && end == PP_END_WRITE)
 		pp_explain_path(p, fd, r);

@@ -5,7 +5,8 @@ Rings are huge-page backed (PPIPE_THP=on) so that trimming splits huge pages und
 vmsplice references; one case repeats with 4 KiB pages.
 
 Every byte is checked by the benchmark's verification stream; the statistics must show that
-the fast path really ran. Under a ThreadSanitizer build this is the shim's race test.
+the fast path really ran. Under a ThreadSanitizer build this is the shim's race test; the
+last case runs write-behind (PPIPE_MODE=uring), its service thread included.
 usage: test-shim-verify.py PPIPE_BENCH LIBPPIPE
 """
 import json
@@ -22,15 +23,17 @@ CASES = [
     ["-w", "3", "-r", "2", "-s", "32678", "-p", "65536"],
     ["-w", "2", "-r", "2", "-s", "5000000", "-p", "65536"],
     ["--mode", "procs", "-w", "2", "-r", "2", "-s", "100000"],
+    ["-w", "5", "-r", "10", "-s", "65536", "MODE=uring"],
 ]
 failures = []
 with tempfile.TemporaryDirectory() as tmp:
     for i, case in enumerate(CASES):
-        args = [a for a in case if not a.startswith("THP=")]
+        args = [a for a in case if not a.startswith(("THP=", "MODE="))]
         thp = "off" if "THP=off" in case else "on"
+        mode = "uring" if "MODE=uring" in case else "auto"
         stats = os.path.join(tmp, f"stats-{i}-%p.json")
         env = dict(os.environ, LD_PRELOAD=LIB, PPIPE_MIN_WRITE="4097", PPIPE_STATS=stats,
-                   PPIPE_IDLE_MS="1", PPIPE_POOL_KEEP="0", PPIPE_THP=thp)
+                   PPIPE_IDLE_MS="1", PPIPE_POOL_KEEP="0", PPIPE_THP=thp, PPIPE_MODE=mode)
         p = subprocess.run([BENCH, *args, "-d", "0.5", "--verify", "--json"], env=env,
                            capture_output=True, text=True, timeout=120)
         if p.returncode != 0:
