@@ -15,7 +15,7 @@
  * readers got exactly what was written, intact.
  *
  * Storm mode (T_STORM_US=50 in the environment): the timer fires every 50
- * us instead, the main program streams 128 MiB, the handler writes 5000
+ * us instead, the main program streams 64 MiB, the handler writes 5000
  * and 20000 bytes, and with
  * T_NO_RESTART=1 it is installed without SA_RESTART, so the main writes
  * see EINTR and partial counts as well.
@@ -121,7 +121,7 @@ int main(void)
 	if (storm) {
 		H_A = 5000;
 		H_B = 20000;
-		MAIN_TOTAL = 128 * T_MIB;
+		MAIN_TOTAL = 64 * T_MIB;
 	}
 	t_sigaction(SIGALRM, handler, !getenv("T_NO_RESTART"));
 	struct itimerval it = { { 0, us }, { 0, us } };
