@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -333,6 +334,10 @@ static long help_move(struct pp_stage *st)
 	sigset_t all, old;
 	long n = -EBUSY;
 
+	/* With IORING_OP_SPLICE the service alone moves bytes on. */
+	if (pp_cfg.uring_splice == PP_URING_SPLICE_ASYNC)
+		return 1;
+
 	/*
 	 * No handler may run while this thread holds the mover right: one
 	 * that flushes the pipe would wait for bytes only this thread can
@@ -348,11 +353,44 @@ static long help_move(struct pp_stage *st)
 		;
 	pp_stage_mover_release(st);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (n > 0 || (n < 0 && n != -EPIPE) || pp_stage_pending(st))
-		pp_uring_kick();
+	pp_uring_kick(); /* as after stage_push: the service may have passed it by */
 	if (n == -EPIPE)
 		return n;
 	return pp_stage_pending(st) ? 1 : 0;
+}
+
+/*
+ * Stages what @v holds: a vmsplice() into the staging pipe that never
+ * waits, under the stage's lock, counted in the same breath, so that
+ * what the staging pipe holds is always exactly what the counters say
+ * (two writers' pushes and their counts could otherwise cross, and a
+ * move or a flush act on the wrong bytes). Signals are blocked while the
+ * lock is held (a handler's flush would wait for this thread). Returns
+ * what vmsplice() returned.
+ */
+static long stage_push(struct pp_stage *st, const struct iovec *v)
+{
+	sigset_t all, old;
+	long n;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (!pp_stage_mover_try(st))
+		sched_yield(); /* held for one non-blocking system call at a time */
+	n = pp_sys_vmsplice(st->sfd_w, v, 1, SPLICE_F_NONBLOCK);
+	if (n > 0) {
+		__atomic_add_fetch(&st->in, (uint64_t)n, __ATOMIC_SEQ_CST);
+		PP_WB_ADD(staged_bytes, (uint64_t)n);
+	}
+	pp_stage_mover_release(st);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/*
+	 * The service may have passed the stage by while the lock was held
+	 * (and gone to sleep): whatever happened, it looks again. A kick
+	 * costs a system call only when the service sleeps.
+	 */
+	pp_uring_kick();
+	return n;
 }
 
 /* Returned by push_region when no pin could be had: the real call goes on. */
@@ -434,7 +472,9 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 		n = op_next_call(op);
 		if (n)
 			return n;
-		if (*vflags)
+		if (op->st)
+			n = stage_push(op->st, &v);
+		else if (*vflags)
 			n = pp_sys_vmsplice(op->wfd, &v, 1, *vflags);
 		else
 			n = wait_cancellable(op, op->wfd, &v);
@@ -443,8 +483,6 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 		if (n > 0) {
 			pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
 			op->pushed += (size_t)n;
-			if (op->st)
-				pp_stage_staged(op->st, (uint64_t)n);
 			continue;
 		}
 		if (n == -EAGAIN && !op->turn && pp_turns_on(op->p)) {
@@ -471,6 +509,20 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 			n = wait_writable(op, op->wfd, op->done + op->pushed > 0);
 			if (n == 0)
 				continue; /* room now */
+			if (n == 1 && op->st) {
+				/*
+				 * Staging never waits inside vmsplice() (it holds
+				 * the stage's lock): poll. A signal with nothing
+				 * moved hands the write to the real call, which
+				 * restarts or not as the handler asked.
+				 */
+				n = wait_cancellable(op, op->wfd, NULL);
+				if (n >= 0)
+					continue;
+				if (n == -EINTR && !op->done && !op->pushed)
+					return PP_TURN_INTR;
+				return n;
+			}
 			if (n == 1) {
 				*vflags = 0; /* nothing moved yet: the kernel's own wait */
 				continue;

@@ -203,13 +203,6 @@ struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 	return stage_of(p);
 }
 
-void pp_stage_staged(struct pp_stage *st, uint64_t bytes)
-{
-	__atomic_add_fetch(&st->in, bytes, __ATOMIC_SEQ_CST);
-	PP_WB_ADD(staged_bytes, bytes);
-	pp_uring_kick();
-}
-
 /* Sleeps until @st's bytes move past @seq (or 10 ms pass), registered as a waiter. */
 static void wait_seq(struct pp_stage *st, uint32_t seq)
 {

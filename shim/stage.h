@@ -59,7 +59,7 @@ struct pp_stage {
 	uint32_t moved; /* futex word: bumped whenever out moves */
 	int err; /* errno the service met, not yet reported (0 none) */
 	int inflight; /* a splice or a poll for room is submitted (the service's own) */
-	int mover; /* held by whoever moves bytes on from S: one at a time (atomic) */
+	int mover; /* the stage's lock: held to push into S and count, or to move on (atomic) */
 	int flushers; /* threads waiting for moved (atomic) */
 };
 
@@ -84,7 +84,12 @@ static inline void pp_stage_close_fds(struct pp_stage *st)
 	st->sfd_r = st->sfd_w = st->tfd = -1;
 }
 
-/* Takes the right to move @st's bytes on; false when someone else has it. */
+/*
+ * Takes the stage's lock, held only across non-blocking system calls: a
+ * push into S and its count (engine), or a move on and its count (the
+ * service, a writer). So S always holds exactly in - out bytes. False
+ * when someone else has it.
+ */
 static inline bool pp_stage_mover_try(struct pp_stage *st)
 {
 	return !__atomic_exchange_n(&st->mover, 1, __ATOMIC_SEQ_CST);
@@ -170,9 +175,6 @@ static inline bool pp_stage_try_reap(struct pp_stage *st)
  */
 struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd);
 void pp_stage_put(struct pp_stage *st);
-
-/* The bytes of a write are in S: count them and wake the service. */
-void pp_stage_staged(struct pp_stage *st, uint64_t bytes);
 
 /*
  * Before anything else reaches @p's target from this process: waits until
