@@ -398,14 +398,8 @@ bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
 			pp_stage_put(st);
 		while (!pp_stage_try_reap(st) &&
 		       __atomic_load_n(&st->state, __ATOMIC_ACQUIRE) != PP_STAGE_FREE) {
-			uint64_t target = __atomic_load_n(&st->in, __ATOMIC_ACQUIRE);
-			uint32_t seq = __atomic_load_n(&st->moved, __ATOMIC_ACQUIRE);
-
-			pp_uring_kick();
-			if (__atomic_load_n(&st->out, __ATOMIC_ACQUIRE) < target)
-				wait_seq(st, seq);
-			else
-				sched_yield();
+			wait_moved(st, 0);
+			sched_yield(); /* delivered: the last writers are leaving */
 		}
 	}
 	return any;

@@ -52,7 +52,9 @@ static struct pp_pipe *adopt(int fd)
  */
 static int flush_first(struct pp_pipe *p)
 {
-	if (likely(!p || !__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)))
+	/* A vfork child runs on its parent's memory: never its stages. */
+	if (likely(!p || !__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)) ||
+	    pp_in_vfork_child())
 		return 0;
 	return pp_stage_flush(p);
 }
@@ -146,7 +148,7 @@ static ssize_t count_small(struct pp_pipe *p, ssize_t r)
 static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, size_t n)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
-	int e = pp_in_vfork_child() ? 0 : flush_first(p);
+	int e = flush_first(p);
 
 	if (e)
 		return to_libc(-e);
@@ -156,7 +158,7 @@ static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, si
 static __attribute__((noinline)) ssize_t writev_small(int fd, const struct iovec *iov, int iovcnt)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
-	int e = pp_in_vfork_child() ? 0 : flush_first(p);
+	int e = flush_first(p);
 
 	if (e)
 		return to_libc(-e);
