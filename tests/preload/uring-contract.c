@@ -30,6 +30,7 @@
  *   epipe      the reader leaves without reading: A is dropped, the next
  *              write fails with EPIPE and one SIGPIPE, the one after it too
  *              (the kernel's own answer by then)
+ *   epipe-close the same, reported by close(): -1 EPIPE and one SIGPIPE
  *   reqresp    a request bigger than the pipe, then a blocking read of the
  *              reply from another pipe: the staged tail must reach the
  *              server without the writer calling libppipe again
@@ -349,6 +350,38 @@ static void sc_epipe(struct scene *unused)
 	t_close(p[1]);
 }
 
+/*
+ * The readers leave while A is staged; F_SETFL (which waits while the
+ * staged bytes move, and dropped ones count as gone) lets the service meet
+ * the error; then close() reports it: -1 EPIPE, with one SIGPIPE.
+ */
+static void sc_epipe_close(struct scene *unused)
+{
+	int p[2], r, e;
+	pid_t c;
+
+	(void)unused;
+	t_sigaction(SIGPIPE, t_sig_counter, true);
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], CAP);
+	c = t_fork();
+	if (!c) {
+		t_close(p[1]);
+		t_usleep(READER_DELAY_US);
+		_exit(0);
+	}
+	t_close(p[0]);
+	t_check(put(p[1], CAP) == CAP && put(p[1], BLOCK) == BLOCK, "fill and A");
+	t_wait(c);
+	t_set_nonblock(p[1], false);
+	errno = 0;
+	r = close(p[1]);
+	e = errno;
+	t_log("close after the reader left -> %s, SIGPIPE x%d", t_res(r, e),
+	      (int)t_sig_count[SIGPIPE]);
+	t_check(r == -1 && e == EPIPE && t_sig_count[SIGPIPE] == 1, "deferred EPIPE at close");
+}
+
 static void sc_reqresp(struct scene *unused)
 {
 	(void)unused;
@@ -457,8 +490,8 @@ static const struct {
 	{ "spawn", sc_spawn, true },	  { "probe", sc_probe, true },
 	{ "refused", sc_probe, true },	  { "exit", sc_exit, false },
 	{ "_exit", sc_raw_exit, false },  { "flush", sc_flush, false },
-	{ "epipe", sc_epipe, false },	  { "reqresp", sc_reqresp, false },
-	{ "threads", sc_threads, false },
+	{ "epipe", sc_epipe, false },	  { "epipe-close", sc_epipe_close, false },
+	{ "reqresp", sc_reqresp, false }, { "threads", sc_threads, false },
 };
 
 int main(int argc, char **argv)
