@@ -53,8 +53,7 @@ static struct pp_pipe *adopt(int fd)
 static int flush_first(struct pp_pipe *p)
 {
 	/* A vfork child runs on its parent's memory: never its stages. */
-	if (likely(!p || !__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)) ||
-	    pp_in_vfork_child())
+	if (likely(!p || !__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)) || pp_in_vfork_child())
 		return 0;
 	return pp_stage_flush(p);
 }
