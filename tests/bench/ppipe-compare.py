@@ -5,9 +5,16 @@ Runs a matrix of ppipe-bench configurations twice per repetition (baseline
 without LD_PRELOAD, then shim with the preload library), takes medians and
 prints cover-letter shaped tables; optionally writes JSON, CSV and SVG.
 The pipeline matrix runs shell pipelines of ppipe-stage programs instead,
-with LD_PRELOAD in the environment of the sh. With --config, every
-repetition runs plain and then the library once per named environment
-(engines, options), and the tables put them side by side.
+with LD_PRELOAD in the environment of the sh. The overhead matrix runs
+ppipe-overhead, which times everyday operations the library cannot speed
+up (process start, fork, exec, a pipe's life, small writes, a shell loop):
+its ratios are of time, preloaded/plain, so lower is better there. With
+--config, every repetition runs plain and then the library once per named
+environment (engines, options), and the tables put them side by side.
+
+'ppipe-compare compare A.json B.json' compares two saved runs;
+'ppipe-compare fleet FILE.json|DIR...' folds the saved runs of many hosts
+into one table with a verdict per host.
 """
 
 import argparse
@@ -31,6 +38,7 @@ VERSION = "@VERSION@"
 DEFAULT_LIB = "@DEFAULT_LIB@"
 BENCH = "@BENCH@"
 STAGE = "@STAGE@"
+OVERHEAD = "@OVERHEAD@"
 
 PIPE_SIZE = 1 << 20
 # Pipelines keep the pipes sh makes: what a shell user gets (the kernel's
@@ -41,9 +49,9 @@ METRICS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
 # Recorded when the program reports it (ppipe-stage does not): None else.
 OPTIONAL_METRICS = ("write_time_share",)
 SIDES = ("baseline", "shim")
-MATRICES = ("sweep", "sizes", "small", "pipeline", "work")
+MATRICES = ("sweep", "sizes", "small", "pipeline", "work", "overhead")
 ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small",
-               "pipeline": "pipeline", "work": "work"}
+               "pipeline": "pipeline", "work": "work", "overhead": "overhead"}
 # The work matrix: producer work before each write, in multiples of the
 # time one thread takes to copy a write (measured by ppipe-bench --mode
 # memcpy at the start of the run).
@@ -53,6 +61,26 @@ WORK_MULTIPLES = (0, 1, 2, 4)
 # sides at 5 s would add more than half an hour.
 PRESETS = {"quick": {"duration": 1.0, "pipeline_duration": 1.0, "reps": 3},
            "full": {"duration": 5.0, "pipeline_duration": 2.0, "reps": 5}}
+# The overhead matrix: ppipe-overhead's cases as (case, -s size or None,
+# operations per run in --quick; --full doubles them). A run takes a
+# fraction of a second, so it is noisy: the matrix runs at least
+# OVERHEAD_MIN_REPS repetitions whatever --reps says.
+OVERHEAD_CASES = (("start", None, 300), ("fork", None, 2000),
+                  ("exec", None, 200), ("pipe", None, 100000),
+                  ("small", 1, 300000), ("small", 128, 300000),
+                  ("shell", None, 100))
+OVERHEAD_FULL_SCALE = 2
+OVERHEAD_MIN_REPS = {"quick": 5, "full": 9}
+OVERHEAD_WHAT = {
+    "start": "spawn /bin/true, library in child only",
+    "fork": "fork + _exit + wait",
+    "exec": "fork + exec /bin/true + wait",
+    "pipe": "pipe, 64 B write + read, close",
+    "shell": "bash: echo | cat | wc -c",
+}
+# What the overhead matrix's ratio means, wherever it is written.
+TIME_RATIO_NOTE = ("preloaded/plain time per operation: 1.00 = free, "
+                   "above 1 = costs, lower is better")
 CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline_mbps", "shim_mbps", "ratio_mbps",
               "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
@@ -73,6 +101,42 @@ MULTI_CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size",
                     "config", "mbps", "ratio_mbps", "lat_avg_ns",
                     "lat_p50_ns", "lat_p99_ns", "spread_mbps",
                     "write_time_share")
+# The overhead matrix's columns, after the others when it ran.
+OVERHEAD_CSV_FIELDS = ("case", "n", "baseline_ns_per_op", "shim_ns_per_op",
+                       "ratio_time")
+MULTI_OVERHEAD_CSV_FIELDS = ("case", "n", "ns_per_op", "ratio_time")
+
+# The fleet table's matrices: throughput ratios (libppipe/plain MB/s,
+# higher is better) and the overhead matrix's time ratio (lower is
+# better). work shows only when some run has it (--full).
+FLEET_THROUGHPUT = ("sweep", "sizes", "small", "pipeline", "work")
+FLEET_MATRICES = FLEET_THROUGHPUT + ("overhead",)
+# The verdict (fleet --help, tests/bench/README-overhead-fleet.md).
+# Where libppipe is meant to help: large writes.
+FLEET_GAIN_MATRICES = ("sweep", "sizes", "pipeline", "work")
+GAIN_AT = 1.10
+THROUGHPUT_COST_BELOW = 0.95
+OVERHEAD_COST_ABOVE = 1.10
+FLEET_CSV_FIELDS = (("hostname", "kernel", "cpu", "run", "files")
+                    + tuple(f"{m}_ratio_mbps" for m in FLEET_THROUGHPUT)
+                    + ("overhead_ratio_time", "worst_matrix", "worst_row",
+                       "worst_ratio", "verdict"))
+FLEET_RULE = """\
+Rows: one per host, kernel, CPU and kind of run (preset, library if not
+libppipe.so, --env, --config side, memory pressure). Several files of one
+row are merged: each cell's median ratio over the files, then the
+geometric means per matrix.
+
+Verdict, from a row's geometric means as shown (3 decimals):
+  costs    overhead above {over:.2f} (what libppipe cannot speed up takes
+           more than {percent}% longer), or a throughput matrix (sweep,
+           sizes, small, pipeline, work) below {low:.2f}
+  gains    no cost, and sweep, sizes, pipeline or work at least {gain:.2f}
+  no gain  neither
+A missing matrix (-) counts neither way. The worst cell is the row's
+largest slowdown: 1/ratio for throughput, the ratio for overhead time.
+""".format(over=OVERHEAD_COST_ABOVE, low=THROUGHPUT_COST_BELOW, gain=GAIN_AT,
+           percent=round(OVERHEAD_COST_ABOVE * 100) - 100)
 
 
 class Fatal(Exception):
@@ -140,7 +204,8 @@ def run_parser():
     """Parser for the default (benchmark) command."""
     p = Parser(prog=PROG, description="Compare ppipe-bench on plain pipes "
                "and with the libppipe preload library. "
-               f"Also: '{PROG} compare A.json B.json [--side ...]'.")
+               f"Also: '{PROG} compare A.json B.json [--side ...]' and "
+               f"'{PROG} fleet FILE.json|DIR...' (see their --help).")
     preset = p.add_mutually_exclusive_group()
     preset.add_argument("--quick", dest="preset", action="store_const",
                         const="quick", help="quick matrix, 1 s x 3 (default)")
@@ -158,7 +223,9 @@ def run_parser():
                    "library with these variables (after --env), e.g. "
                    "uring=PPIPE_MODE=uring; repeat to compare several")
     p.add_argument("--reps", type=positive_int, metavar="N",
-                   help="repetitions per side")
+                   help="repetitions per side (the overhead matrix runs at "
+                   f"least {OVERHEAD_MIN_REPS['quick']} in --quick, "
+                   f"{OVERHEAD_MIN_REPS['full']} in --full)")
     p.add_argument("--duration", type=positive_float, metavar="S",
                    help="seconds per run (pipelines too)")
     p.add_argument("--pin", type=cpu_pin, metavar="WCPUS:RCPUS",
@@ -168,16 +235,23 @@ def run_parser():
                    help="run every configuration under memory pressure")
     p.add_argument("--verify", action="store_true",
                    help="verify the data read (ppipe-bench --verify)")
-    p.add_argument("--json", metavar="FILE", help="write results as JSON")
+    p.add_argument("--json", metavar="FILE",
+                   help="write results as JSON; '-' writes them to stdout "
+                   "and the text report to stderr")
     p.add_argument("--csv", metavar="FILE", help="write results as CSV")
     p.add_argument("--svg", metavar="FILE", help="write an SVG report")
     p.add_argument("--bench", metavar="PATH", help="ppipe-bench binary")
     p.add_argument("--stage", metavar="PATH",
                    help="ppipe-stage binary (the pipeline matrix)")
+    p.add_argument("--overhead", metavar="PATH",
+                   help="ppipe-overhead binary (the overhead matrix)")
     p.add_argument("--only", choices=sorted(ONLY_MATRIX),
                    help="run only one matrix (threads=sweep, procs=sizes, "
                    "pipeline: sh pipelines of exec'd programs, work: "
-                   "producer work between writes, in --full too)")
+                   "producer work between writes, in --full too, overhead: "
+                   "what the library costs process start, fork, exec, "
+                   "pipes, small writes and a shell loop, as a time ratio, "
+                   "lower is better)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress on stderr")
     p.add_argument("--version", action="version",
@@ -293,9 +367,15 @@ def resolve_stage(arg):
     return resolve_program(arg, "--stage", "ppipe-stage", STAGE)
 
 
+def resolve_overhead(arg):
+    """Path of the ppipe-overhead executable."""
+    return resolve_program(arg, "--overhead", "ppipe-overhead", OVERHEAD)
+
+
 def check_output(option, path):
-    """Fail early if an output file's directory does not exist."""
-    if path is None:
+    """Fail early if an output file's directory does not exist ('-' is
+    stdout)."""
+    if path is None or path == "-":
         return
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
@@ -306,9 +386,9 @@ def check_output(option, path):
 def build_matrix(preset, only, memory_pressure=False):
     """List of configurations (dicts) for the preset, optionally filtered.
 
-    Pipelines have no memory pressure setup (ppipe-bench makes it for
-    itself): under --memory-pressure they are left out, or refused when
-    they are all that was asked for.
+    Pipelines and the overhead matrix have no memory pressure setup
+    (ppipe-bench makes it for itself): under --memory-pressure they are
+    left out, or refused when they are all that was asked for.
     """
     full = preset == "full"
 
@@ -337,6 +417,9 @@ def build_matrix(preset, only, memory_pressure=False):
                       "pipe_size": PIPELINE_PIPE_SIZE}
                      for h in (1, 2) for s in pipe_sizes],
         "work": work,
+        "overhead": [{"matrix": "overhead", "case": case, "size": size,
+                      "n": n * (OVERHEAD_FULL_SCALE if full else 1)}
+                     for case, size, n in OVERHEAD_CASES],
     }
     if only:
         wanted = [ONLY_MATRIX[only]]
@@ -347,7 +430,34 @@ def build_matrix(preset, only, memory_pressure=False):
             raise Fatal(f"{PROG}: --only pipeline: pipelines do not run under "
                         "--memory-pressure", 2)
         wanted.remove("pipeline")
+    if memory_pressure and "overhead" in wanted:
+        if only:
+            raise Fatal(f"{PROG}: --only overhead: the overhead matrix does "
+                        "not run under --memory-pressure", 2)
+        wanted.remove("overhead")
     return [c for m in wanted for c in matrices[m]]
+
+
+def overhead_skips(configs, env):
+    """Leave out the overhead rows this machine cannot run: the shell row
+    without bash on PATH. Returns (configs, {case: why})."""
+    skipped = {}
+    if not shutil.which("bash", path=env.get("PATH", os.defpath)):
+        skipped["shell"] = "bash not found on PATH"
+    kept = [c for c in configs
+            if c["matrix"] != "overhead" or c["case"] not in skipped]
+    return kept, skipped
+
+
+def is_overhead(result):
+    """True for a configuration or result of the overhead matrix."""
+    return result.get("matrix") == "overhead"
+
+
+def split_overhead(results):
+    """(throughput results, overhead results), each in order."""
+    return ([r for r in results if not is_overhead(r)],
+            [r for r in results if is_overhead(r)])
 
 
 def child_envs(lib, extra, configs=()):
@@ -396,8 +506,17 @@ def hops_label(hops):
     return f"{hops} hop" + ("s" if hops != 1 else "")
 
 
+def overhead_label(c):
+    """An overhead row's name: 'fork', 'small 128 B'."""
+    if c.get("size") is not None:
+        return f"{c['case']} {c['size']} B"
+    return c["case"]
+
+
 def label(c):
     """Short human name of a configuration."""
+    if is_overhead(c):
+        return overhead_label(c)
     if c["matrix"] == "pipeline":
         text = f"{c['mode']} {hops_label(c['hops'])} size={c['size']}"
         if c["pipe_size"] != PIPELINE_PIPE_SIZE:
@@ -465,6 +584,28 @@ def pipeline_command(stage, c, amount, opts, lib):
     stages += [one("relay", [], rcpus)] * (c["hops"] - 1)
     stages.append(one("consume", [], rcpus))
     return ["sh", "-c", " | ".join(stages)]
+
+
+def overhead_command(program, c, lib):
+    """argv for one ppipe-overhead run. lib is None for plain; the start
+    row passes it to the driver's children with -p (the driver itself
+    runs plain on both sides), the others run the driver with LD_PRELOAD
+    in its environment (overhead_env)."""
+    cmd = [program]
+    if c["case"] == "start" and lib is not None:
+        cmd += ["-p", lib]
+    if c.get("size") is not None:
+        cmd += ["-s", str(c["size"])]
+    return cmd + [c["case"], str(c["n"])]
+
+
+def overhead_env(c, env):
+    """The environment of a ppipe-overhead run on a side: the side's, but
+    the start row's driver without LD_PRELOAD (its children get the
+    library by -p, and the side's other variables by inheritance)."""
+    if c["case"] != "start":
+        return env
+    return {k: v for k, v in env.items() if k != "LD_PRELOAD"}
 
 
 def end_group(proc, sig):
@@ -606,6 +747,26 @@ def rep_record(c, side, status, data, err, verify):
     return rec
 
 
+def overhead_record(c, side, status, data, err):
+    """Validate one ppipe-overhead result; return the per-rep record."""
+    where = f"overhead {label(c)} ({side})"
+    if status != 0:
+        why = stderr_line(err) or f"exit status {status}"
+        raise Fatal(f"{PROG}: ppipe-overhead failed for {where}: {why}", 1)
+    if not isinstance(data, dict):
+        raise Fatal(f"{PROG}: ppipe-overhead printed no JSON object for "
+                    f"{where}", 1)
+    value = data.get("ns_per_op")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not value > 0:
+        raise Fatal(f"{PROG}: ppipe-overhead output for {where} has no "
+                    "positive 'ns_per_op'", 1)
+    if data.get("case") != c["case"] or data.get("n") != c["n"]:
+        raise Fatal(f"{PROG}: ppipe-overhead ran {data.get('case')!r} "
+                    f"{data.get('n')!r} times for {where}", 1)
+    return {"ns_per_op": value}
+
+
 def clock(seconds):
     """Format seconds as m:ss or h:mm:ss."""
     seconds = int(round(seconds))
@@ -664,6 +825,15 @@ def summarize(reps):
     return side
 
 
+def summarize_time(reps):
+    """Median and spread of one side's times per operation."""
+    values = [r["ns_per_op"] for r in reps]
+    median = statistics.median(values)
+    return {"ns_per_op": median,
+            "spread_ns_per_op": (max(values) - min(values)) / median,
+            "reps": reps}
+
+
 def ratio(a, b):
     """b / a, or None when either is missing or a is zero."""
     return b / a if a and b is not None else None
@@ -679,22 +849,66 @@ def side_result(runs, base):
     return side
 
 
+def config_reps(c, settings):
+    """Repetitions per side of one configuration."""
+    return settings["overhead"]["reps"] if is_overhead(c) \
+        else settings["reps"]
+
+
+def run_overhead_row(c, program, lib, envs, reps, progress, prefix):
+    """Run one overhead row: every repetition runs plain, then each side
+    with the library (progress lines start with prefix). Returns the
+    result: medians of ns_per_op per side and the time ratio
+    preloaded/plain (ratio_time: lower is better)."""
+    runs = {side: [] for side in envs}
+    for rep in range(1, reps + 1):
+        for side in envs:
+            progress.show(f"{prefix} overhead {label(c)} rep {rep}/{reps} "
+                          f"{side}")
+            side_lib = lib if side != "baseline" else None
+            status, data, err = run_bench(
+                overhead_command(program, c, side_lib),
+                overhead_env(c, envs[side]), 120)
+            runs[side].append(overhead_record(c, side, status, data, err))
+            progress.step()
+    result = dict(c)
+    base = result["baseline"] = summarize_time(runs["baseline"])
+    if is_multi(envs):
+        result["configs"] = {}
+        for side in lib_sides(envs):
+            one = summarize_time(runs[side])
+            one["ratio_time"] = ratio(base["ns_per_op"], one["ns_per_op"])
+            result["configs"][side] = one
+    else:
+        result["shim"] = summarize_time(runs["shim"])
+        result["ratio_time"] = ratio(base["ns_per_op"],
+                                     result["shim"]["ns_per_op"])
+    return result
+
+
 def run_matrix(configs, programs, lib, envs, settings, quiet):
     """Run every configuration and repetition; return the result list.
 
-    programs holds the paths of "bench" and (for pipelines) "stage";
-    envs the sides in the order each repetition runs them (child_envs).
+    programs holds the paths of "bench" and (for pipelines) "stage" and
+    (for the overhead matrix) "overhead"; envs the sides in the order
+    each repetition runs them (child_envs).
     """
     reps = settings["reps"]
     sides = list(envs)
     opts = {"verify": settings["verify"],
             "memory_pressure": settings["memory_pressure"],
             "pin": settings["pin"]}
-    progress = Progress(len(configs) * reps * len(sides),
-                        settings["duration_s"], quiet)
+    progress = Progress(sum(config_reps(c, settings) for c in configs)
+                        * len(sides), settings["duration_s"], quiet)
     results = []
     try:
         for i, c in enumerate(configs, 1):
+            if is_overhead(c):
+                results.append(run_overhead_row(
+                    c, programs["overhead"], lib, envs,
+                    config_reps(c, settings), progress,
+                    f"[{i}/{len(configs)}]"))
+                continue
             c = dict(c, memory_pressure=settings["memory_pressure"])
             pipeline = c["matrix"] == "pipeline"
             duration = settings["pipeline_duration_s" if pipeline
@@ -1058,6 +1272,82 @@ def summary_line(rows, what):
     return f"Summary, {what} MB/s: " + "; ".join(parts)
 
 
+def overhead_what(c):
+    """What an overhead row times, in words."""
+    if c["case"] == "small":
+        return f"{c['size']} B writes, a thread drains"
+    return OVERHEAD_WHAT.get(c["case"], c["case"])
+
+
+def geomean(values):
+    """Geometric mean of positive numbers."""
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def overhead_tables(results, sides, note, skipped):
+    """The overhead matrix's table: time per operation, plain -> library,
+    and the time ratio (lower is better); with --config, one row per
+    side. Rows left out (skipped: {case: why}) are named below it."""
+    if not results and not skipped:
+        return []
+    two_way = sides == ["baseline", "shim"]
+    who = shim_name() if two_way else "the library"
+    lines = [f"== What {who} costs where it cannot help: time per operation "
+             f"({note}) ==",
+             f"   time ratio {shim_name() if two_way else 'config'}/plain, "
+             "lower is better: 1.00 = free, above 1 = costs", ""]
+    if two_way:
+        cells = pair_cells([(r["baseline"]["ns_per_op"],
+                             r["shim"]["ns_per_op"]) for r in results])
+        header = ["row", "N", "what", f"ns/op plain -> {shim_name()} (delta)",
+                  "time ratio (lower is better)"]
+        body = [[label(r), str(r["n"]), overhead_what(r), cell,
+                 f"{r['ratio_time']:.3f}" if r["ratio_time"] is not None
+                 else "n/a"] for r, cell in zip(results, cells)]
+        align = "lrlll"
+    else:
+        header = ["row", "N", "config", "ns/op",
+                  "time ratio (lower is better)", "spread"]
+        body = []
+        for r in results:
+            for k, side in enumerate(sides):
+                v = side_of(r, side)
+                rat = v.get("ratio_time")
+                body.append([label(r) if not k else "",
+                             str(r["n"]) if not k else "", side_name(side),
+                             fmt_num(v["ns_per_op"]),
+                             "-" if side == "baseline" else
+                             f"{rat:.3f}" if rat is not None else "n/a",
+                             f"{100 * v['spread_ns_per_op']:.1f}%"])
+        align = "lrlrrr"
+    lines += table_lines(header, body, indent=2, align=align)
+    lines += [f"  {case}: skipped, {why}" for case, why in skipped.items()]
+    return lines + [""]
+
+
+def overhead_summary_line(results, side, what):
+    """Geometric mean and worst row of one side's time ratios."""
+    values = [(side_of(r, side).get("ratio_time") if side != "shim"
+               else r.get("ratio_time"), r) for r in results]
+    values = [(v, r) for v, r in values if v]
+    if not values:
+        return f"Summary, {what} time per operation (overhead): n/a"
+    worst = max(values, key=lambda t: t[0])
+    best = min(values, key=lambda t: t[0])
+    return (f"Summary, {what} time per operation (overhead, lower is "
+            f"better): geomean {geomean([v for v, _ in values]):.3f} (worst "
+            f"{label(worst[1])} {worst[0]:.3f}, best {label(best[1])} "
+            f"{best[0]:.3f}, {len(values)} rows)")
+
+
+def overhead_spread_line(results):
+    """The largest spread of ns/op across repetitions."""
+    worst = max(((side_of(r, s)["spread_ns_per_op"], r, s) for r in results
+                 for s in result_sides(r)), key=lambda t: t[0])
+    return (f"Max spread of ns/op across reps ((max-min)/median), overhead: "
+            f"{worst[0] * 100:.1f}% ({label(worst[1])}, {worst[2]})")
+
+
 def spread_line(results):
     """The largest spread of MB/s across repetitions."""
     worst = max(((side_of(r, s)["spread_mbps"], r, s) for r in results
@@ -1113,19 +1403,34 @@ def run_report(results, settings, memcpy_mbps=None):
     """The text report for a finished run."""
     note = f"median of {settings['reps']}"
     sides = result_sides(results[0])
+    results, over = split_overhead(results)
+    over_settings = settings.get("overhead") or {}
+    over_note = f"median of {over_settings.get('reps')}"
+    skipped = over_settings.get("skipped") or {}
     warning = no_reclaim_warning(results) if settings["memory_pressure"] \
         else []
     if sides == ["baseline", "shim"]:
         rows = [(r, r["baseline"], r["shim"]) for r in results]
         view = View(RUN_METRICS, f"plain -> {shim_name()}", note, "ratio")
         lines = warning + report_tables(rows, view)
-        lines.append(summary_line(rows, f"{shim_name()}/plain"))
+        lines += overhead_tables(over, sides, over_note, skipped)
+        if rows:
+            lines.append(summary_line(rows, f"{shim_name()}/plain"))
     else:
         lines = warning + side_by_side_tables(results, sides, note)
-        lines += [summary_line([(r, r["baseline"], side_of(r, side))
-                                for r in results], f"{side}/plain")
+        lines += overhead_tables(over, sides, over_note, skipped)
+        if results:
+            lines += [summary_line([(r, r["baseline"], side_of(r, side))
+                                    for r in results], f"{side}/plain")
+                      for side in sides[1:]]
+    if over:
+        lines += [overhead_summary_line(over, side,
+                                        f"{side_name(side)}/plain")
                   for side in sides[1:]]
-    lines.append(spread_line(results))
+    if results:
+        lines.append(spread_line(results))
+    if over:
+        lines.append(overhead_spread_line(over))
     lines += memcpy_line(results, memcpy_mbps)
     if warning:
         lines.append("WARNING: some runs saw no direct reclaim (see top).")
@@ -1136,7 +1441,12 @@ def run_report(results, settings, memcpy_mbps=None):
 
 
 def write_json(path, doc):
-    """Save the full result document."""
+    """Save the full result document ('-': to stdout)."""
+    if path == "-":
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        return
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
@@ -1151,30 +1461,38 @@ def csv_cell(value):
 
 def write_csv(path, results):
     """One row per configuration; with --config, one per configuration
-    and side (plain is "baseline")."""
+    and side (plain is "baseline"). The overhead matrix's rows leave the
+    throughput columns empty and fill their own, at the end (ratio_time
+    is preloaded/plain time: lower is better)."""
+    over = any(is_overhead(r) for r in results)
     with open(path, "w", encoding="utf-8", newline="") as f:
         out = csv.writer(f)
         if "configs" in results[0]:
-            out.writerow(MULTI_CSV_FIELDS)
+            fields = MULTI_CSV_FIELDS \
+                + (MULTI_OVERHEAD_CSV_FIELDS if over else ())
+            out.writerow(fields)
             for r in results:
                 for side in result_sides(r):
                     flat = dict(r, config=side, **side_of(r, side))
-                    out.writerow([csv_cell(flat.get(k))
-                                  for k in MULTI_CSV_FIELDS])
+                    out.writerow([csv_cell(flat.get(k)) for k in fields])
             return
         # The work matrix's column only when it ran: other runs keep theirs.
         fields = CSV_FIELDS + (("work_ns",) if any("work_ns" in r
                                                    for r in results) else ())
+        fields += OVERHEAD_CSV_FIELDS if over else ()
         out.writerow(fields)
         for r in results:
             flat = dict(r)
             flat.setdefault("hops", None)
             flat.setdefault("work_ns", None)
             for side in SIDES:
+                if is_overhead(r):
+                    flat[f"{side}_ns_per_op"] = r[side]["ns_per_op"]
+                    continue
                 for key in ("mbps", "lat_avg_ns", "lat_p99_ns",
                             "spread_mbps"):
                     flat[f"{side}_{key}"] = r[side][key]
-            out.writerow([csv_cell(flat[k]) for k in fields])
+            out.writerow([csv_cell(flat.get(k)) for k in fields])
 
 
 def size_label(n):
@@ -1363,16 +1681,23 @@ def svg_size_chart(svg, y, key, rows):
     return y0 + ph + 66
 
 
+def svg_table_head(svg, y, cols):
+    """A table's header line, (x, name) per column, under a title at y;
+    returns the y of the header."""
+    head = y + 46
+    for x, name in cols:
+        svg.text(x, head, name, size=12, weight="bold")
+    svg.line(20, head + 6, SVG_WIDTH - 20, head + 6, stroke="#999999")
+    return head
+
+
 def svg_result_table(svg, y, title, heads, rows, values, cls):
     """Results as a table: three columns of values(result), both sides'
     MB/s, and the ratio in a coloured cell; returns the next free y."""
     svg.text(20, y + 18, title, size=15, weight="bold")
     cols = list(zip((30, 150, 310), heads)) + [
         (430, "plain MB/s"), (570, f"{shim_name()} MB/s"), (730, "ratio")]
-    head = y + 46
-    for x, name in cols:
-        svg.text(x, head, name, size=12, weight="bold")
-    svg.line(20, head + 6, SVG_WIDTH - 20, head + 6, stroke="#999999")
+    head = svg_table_head(svg, y, cols)
     for k, r in enumerate(rows):
         ry = head + 12 + 24 * k
         fill, ink = ratio_colour(r["ratio_mbps"])
@@ -1420,6 +1745,35 @@ def svg_work_table(svg, y, rows):
         "work-row")
 
 
+def svg_overhead_table(svg, y, rows, reps):
+    """Overhead results as a table: both sides' ns per operation and the
+    time ratio in a coloured cell, red where the library costs (the
+    colour scale of the throughput ratios, turned around); returns the
+    next free y."""
+    svg.text(20, y + 18, f"What {shim_name()} costs where it cannot help: "
+             f"time ratio {shim_name()}/plain, lower is better (median of "
+             f"{reps})", size=15, weight="bold")
+    cols = [(30, "row"), (150, "what"), (430, "plain ns/op"),
+            (570, f"{shim_name()} ns/op"), (730, "time ratio")]
+    head = svg_table_head(svg, y, cols)
+    for k, r in enumerate(rows):
+        ry = head + 12 + 24 * k
+        rat = r["ratio_time"]
+        fill, ink = ratio_colour(1 / rat if rat else None)
+        svg.raw('<g class="overhead-row">')
+        svg.rect(720, ry, 110, 22, fill, title=f"{label(r)}, {r['n']} "
+                 "operations per run")
+        cells = (label(r), overhead_what(r),
+                 fmt_num(r["baseline"]["ns_per_op"]),
+                 fmt_num(r["shim"]["ns_per_op"]))
+        for (x, _), value in zip(cols, cells):
+            svg.text(x, ry + 16, value, size=12)
+        svg.text(730, ry + 16, f"{fmt_num(rat)}x", size=12, weight="bold",
+                 fill=ink)
+        svg.raw("</g>")
+    return head + 12 + 24 * len(rows) + 30
+
+
 def svg_report(doc):
     """The whole SVG report as a string."""
     host, lib, st = doc["host"], doc["library"], doc["settings"]
@@ -1438,9 +1792,14 @@ def svg_report(doc):
     if any(r["matrix"] == "pipeline" for r in results) \
             and st["pipeline_duration_s"] != st["duration_s"]:
         runs += f" ({st['pipeline_duration_s']:g} s for pipelines)"
-    body.text(20, 90, f"{st['matrix']} matrix, median of {st['reps']} x "
-              f"{runs} per side, {pressure_label(st['memory_pressure'])}",
-              size=12)
+    if all(is_overhead(r) for r in results):
+        body.text(20, 90, f"{st['matrix']} matrix, overhead rows only, "
+                  f"median of {st['overhead']['reps']} runs per side",
+                  size=12)
+    else:
+        body.text(20, 90, f"{st['matrix']} matrix, median of {st['reps']} x "
+                  f"{runs} per side, {pressure_label(st['memory_pressure'])}",
+                  size=12)
     y = 110
     by_matrix = {m: [r for r in results if r["matrix"] == m]
                  for m in MATRICES}
@@ -1463,6 +1822,9 @@ def svg_report(doc):
         y = svg_pipeline_table(body, y, by_matrix["pipeline"])
     if by_matrix["work"]:
         y = svg_work_table(body, y, by_matrix["work"])
+    if by_matrix["overhead"]:
+        y = svg_overhead_table(body, y, by_matrix["overhead"],
+                               st.get("overhead", {}).get("reps", "?"))
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" '
             f'height="{y:.0f}" viewBox="0 0 {SVG_WIDTH} {y:.0f}" '
@@ -1502,6 +1864,8 @@ def cmd_run(argv):
     if args.memory_pressure and not args.only and not args.quiet:
         sys.stderr.write(f"{PROG}: the pipeline matrix is left out: it does "
                          "not run under --memory-pressure\n")
+        sys.stderr.write(f"{PROG}: the overhead matrix is left out: it does "
+                         "not run under --memory-pressure\n")
     lib = resolve_lib(args.lib)
     set_shim_name(lib)
     programs = {"bench": resolve_bench(args.bench)}
@@ -1511,6 +1875,16 @@ def cmd_run(argv):
     for option in ("json", "csv", "svg"):
         check_output(f"--{option}", getattr(args, option))
     envs = child_envs(lib, extra_env, named)
+    if any(is_overhead(c) for c in configs):
+        programs["overhead"] = resolve_overhead(args.overhead)
+        configs, skipped = overhead_skips(configs, envs["baseline"])
+        settings["overhead"] = {
+            "reps": max(settings["reps"], OVERHEAD_MIN_REPS[args.preset]),
+            "ratio_time": TIME_RATIO_NOTE, "skipped": skipped}
+        for case, why in skipped.items():
+            if not args.quiet:
+                sys.stderr.write(f"{PROG}: overhead row {case} skipped: "
+                                 f"{why}\n")
     probe(programs["bench"], lib, envs)
     if pipelines:
         probe_stage(programs["stage"], lib, envs)
@@ -1527,8 +1901,10 @@ def cmd_run(argv):
     if named:
         doc["library"]["configs"] = [{"name": name, "env": env}
                                      for name, env in named]
-    sys.stdout.write(run_report(results, settings, host["memcpy_mbps_1m"]))
-    sys.stdout.flush()
+    # With --json -, stdout is the JSON's: the report goes to stderr.
+    report = sys.stderr if args.json == "-" else sys.stdout
+    report.write(run_report(results, settings, host["memcpy_mbps_1m"]))
+    report.flush()
     if args.json:
         write_json(args.json, doc)
     if args.csv:
@@ -1538,9 +1914,34 @@ def cmd_run(argv):
     return 0
 
 
+def is_number(value):
+    """True for an int or float that is not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def well_formed_overhead(r):
+    """True if a saved overhead result has what compare and fleet read."""
+    if not all(k in r for k in ("case", "n", "baseline")):
+        return False
+    if "configs" in r:
+        if not isinstance(r["configs"], dict) or not r["configs"]:
+            return False
+        sides = [r["baseline"]] + list(r["configs"].values())
+    elif "shim" in r and "ratio_time" in r:
+        sides = [r["baseline"], r["shim"]]
+    else:
+        return False
+    return all(isinstance(s, dict) and is_number(s.get("ns_per_op"))
+               for s in sides)
+
+
 def well_formed(r):
     """True if a saved result entry has what compare reads."""
+    if isinstance(r, dict) and is_overhead(r):
+        return well_formed_overhead(r)
     if not isinstance(r, dict) or not all(k in r for k in RESULT_KEYS):
+        return False
+    if r.get("matrix") == "pipeline" and "hops" not in r:
         return False
     if "configs" in r:
         if not isinstance(r["configs"], dict) or not r["configs"]:
@@ -1554,42 +1955,92 @@ def well_formed(r):
                for s in sides)
 
 
-def load_result(path):
-    """Load and sanity-check a saved --json result."""
+def read_result(path, strict=True):
+    """Load a saved --json result: (document, None), or (None, why not).
+    strict: every result entry must be well formed; else the malformed
+    ones are dropped, and only a document without any is refused."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except OSError as exc:
-        raise Fatal(f"{PROG}: compare: {path}: {exc.strerror}", 2) from None
-    except ValueError:
-        raise Fatal(f"{PROG}: compare: {path}: not a ppipe-compare result "
-                    "(not JSON)", 2) from None
+        return None, exc.strerror
+    except (ValueError, UnicodeDecodeError):
+        return None, "not a ppipe-compare result (not JSON)"
     problem = None
-    if not isinstance(doc, dict) or doc.get("tool") != PROG:
+    if isinstance(doc, dict) and doc.get("tool") == f"{PROG} fleet":
+        problem = "a fleet table, not a run"
+    elif not isinstance(doc, dict) or doc.get("tool") != PROG:
         problem = "tool is not ppipe-compare"
     elif not isinstance(doc.get("results"), list) or not doc["results"]:
         problem = "no results"
-    elif not all(well_formed(r) for r in doc["results"]):
+    elif strict and not all(well_formed(r) for r in doc["results"]):
         problem = "malformed result entry"
+    elif not any(well_formed(r) for r in doc["results"]):
+        problem = "no well-formed result entry"
     if problem:
-        raise Fatal(f"{PROG}: compare: {path}: not a ppipe-compare result "
-                    f"({problem})", 2)
+        return None, f"not a ppipe-compare result ({problem})"
+    if not strict:
+        doc = dict(doc, results=[r for r in doc["results"] if well_formed(r)])
+    return doc, None
+
+
+def load_result(path):
+    """Load and sanity-check a saved --json result."""
+    doc, why = read_result(path)
+    if doc is None:
+        raise Fatal(f"{PROG}: compare: {path}: {why}", 2)
     return doc
 
 
 def result_key(r):
     """What makes two results comparable. Work cells match by their
-    multiple of the copy time: each run measures its own."""
+    multiple of the copy time: each run measures its own. Overhead rows
+    match by case and write size."""
+    if is_overhead(r):
+        return ("overhead", r["case"], r.get("size"))
     return (r["mode"], r["writers"], r["readers"], r.get("hops"), r["size"],
             r["pipe_size"], r["memory_pressure"], r.get("work_x"))
 
 
 def side_values(r, side):
     """The values compared for one result: a side's medians or the ratios."""
+    if is_overhead(r):
+        if side != "ratio":
+            return side_of(r, side)
+        return {"ns_per_op": r.get("ratio_time")}
     if side != "ratio":
         return side_of(r, side)
     return {"mbps": r.get("ratio_mbps"), "lat_avg_ns": r.get("ratio_lat_avg"),
             "lat_p99_ns": r.get("ratio_lat_p99")}
+
+
+def compare_overhead_lines(rows, side, notes):
+    """compare's overhead table for (result, A values, B values) rows:
+    time per operation (or, for the ratio side, the time ratio) A -> B,
+    and its summary line; lower is better in both."""
+    if not rows:
+        return []
+    what = "time ratio" if side == "ratio" else "ns/op"
+    cells = pair_cells([(a["ns_per_op"], b["ns_per_op"]) for _, a, b in rows])
+    body = []
+    values = []
+    for (r, a, b), cell in zip(rows, cells):
+        rat = ratio(a["ns_per_op"], b["ns_per_op"])
+        body.append([label(r), cell, f"{rat:.3f}" if rat else "n/a"])
+        if rat:
+            values.append((rat, r))
+    lines = [f"== Overhead: time per operation, lower is better ({notes}) ==",
+             ""]
+    lines += table_lines(["row", f"{what} A -> B (delta)", "B/A"], body,
+                         indent=2, align="lll")
+    lines.append("")
+    if values:
+        worst = max(values, key=lambda t: t[0])
+        lines.append(f"Summary, B/A {side} time per operation (overhead, "
+                     f"lower is better): geomean "
+                     f"{geomean([v for v, _ in values]):.3f} (worst "
+                     f"{label(worst[1])} {worst[0]:.3f}, {len(values)} rows)")
+    return lines
 
 
 def check_side(path, doc, side):
@@ -1625,7 +2076,11 @@ def cmd_compare(argv):
     rows = [(a, side_values(a, args.side),
              side_values(by_key_b[result_key(a)], args.side))
             for a in doc_a["results"] if result_key(a) in by_key_b]
+    over = [row for row in rows if is_overhead(row[0])]
+    rows = [row for row in rows if not is_overhead(row[0])]
     reps = [(d.get("settings") or {}).get("reps", "?") for d in (doc_a, doc_b)]
+    over_reps = [((d.get("settings") or {}).get("overhead") or {})
+                 .get("reps", "?") for d in (doc_a, doc_b)]
     what = {"shim": "libppipe runs", "baseline": "plain-pipe runs",
             "ratio": "libppipe/plain ratios"}.get(args.side,
                                                   f"{args.side} runs")
@@ -1637,6 +2092,11 @@ def cmd_compare(argv):
     lines += report_tables(rows, view)
     if rows:
         lines.append(summary_line(rows, f"B/A {args.side}"))
+    if over:
+        lines += [""] if rows else []
+        lines += compare_overhead_lines(
+            over, args.side,
+            f"A: median of {over_reps[0]}, B: median of {over_reps[1]}")
     only_a = [r for r in doc_a["results"] if result_key(r) not in by_key_b]
     only_b = [r for r in doc_b["results"] if result_key(r) not in keys_a]
     for tag, missing in (("A", only_a), ("B", only_b)):
@@ -1647,11 +2107,267 @@ def cmd_compare(argv):
     return 0
 
 
+# ---------------------------------------------------------------- fleet
+
+
+def fleet_parser():
+    """Parser for the 'fleet' command."""
+    p = Parser(prog=f"{PROG} fleet",
+               formatter_class=argparse.RawDescriptionHelpFormatter,
+               description="Fold the saved --json results of many hosts "
+               "into one table:\ngeometric means per matrix, the worst "
+               "cell and a verdict per host and kernel.",
+               epilog=FLEET_RULE)
+    p.add_argument("paths", nargs="+", metavar="FILE.json|DIR",
+                   help="saved results; a directory stands for the *.json "
+                   "files in it")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the table as JSON; '-' writes it to stdout "
+                   "and the text table to stderr")
+    p.add_argument("--csv", metavar="OUT", help="write the table as CSV")
+    return p
+
+
+def fleet_note(text):
+    """One line about an input on stderr."""
+    sys.stderr.write(f"{PROG} fleet: {text}\n")
+
+
+def fleet_files(paths):
+    """The files named: directories stand for their *.json files (not
+    recursively, sorted by name)."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            names = sorted(n for n in os.listdir(path) if n.endswith(".json")
+                           and os.path.isfile(os.path.join(path, n)))
+            if not names:
+                fleet_note(f"{path}: no *.json files")
+            files += [os.path.join(path, n) for n in names]
+        else:
+            files.append(path)
+    return files
+
+
+def run_kind(doc, side):
+    """What kind of run a file's side is: preset, library if not
+    libppipe.so, --env, --config name, memory pressure ('quick', 'full
+    uring', 'quick libppipe-passthru PPIPE_MIN_WRITE=8192',
+    'quick memory-pressure')."""
+    settings = doc.get("settings") if isinstance(doc.get("settings"),
+                                                 dict) else {}
+    lib = doc.get("library") if isinstance(doc.get("library"), dict) else {}
+    words = [str(settings.get("matrix") or "?")]
+    name = os.path.basename(str(lib.get("path") or "libppipe.so"))
+    if name != "libppipe.so":
+        words.append(name[:-3] if name.endswith(".so") else name)
+    if isinstance(lib.get("env"), dict):
+        words += [f"{k}={v}" for k, v in lib["env"].items()]
+    if side != "shim":
+        words.append(side)
+    if settings.get("memory_pressure"):
+        words.append("memory-pressure")
+    return " ".join(words)
+
+
+def fleet_ratio(r, side):
+    """A result's ratio for one library side: MB/s libppipe/plain, or for
+    the overhead matrix time libppipe/plain; None if it has none."""
+    key = "ratio_time" if is_overhead(r) else "ratio_mbps"
+    value = r.get(key) if side == "shim" else \
+        (r["configs"].get(side) or {}).get(key)
+    return value if is_number(value) and value > 0 else None
+
+
+def fleet_cells(doc):
+    """{side: {cell key: (matrix, row label, ratio)}} of one saved run."""
+    sides = {}
+    for r in doc["results"]:
+        names = list(r["configs"]) if "configs" in r else ["shim"]
+        for side in names:
+            value = fleet_ratio(r, side)
+            if value is not None:
+                cells = sides.setdefault(side, {})
+                cells[(r["matrix"],) + result_key(r)] = \
+                    (r["matrix"], label(r), value)
+    return sides
+
+
+def slowdown(matrix, value):
+    """How much slower a cell makes things: time ratio, or 1/throughput."""
+    return value if matrix == "overhead" else 1 / value
+
+
+def fleet_verdict(geo):
+    """(verdict, reasons) from a row's geometric means (see FLEET_RULE)."""
+    shown = {m: round(v, 3) for m, v in geo.items() if v is not None}
+    costs = []
+    if shown.get("overhead", 0) > OVERHEAD_COST_ABOVE:
+        costs.append(f"overhead {shown['overhead']:.3f} > "
+                     f"{OVERHEAD_COST_ABOVE:.2f}")
+    costs += [f"{m} {shown[m]:.3f} < {THROUGHPUT_COST_BELOW:.2f}"
+              for m in FLEET_THROUGHPUT
+              if m in shown and shown[m] < THROUGHPUT_COST_BELOW]
+    if costs:
+        return "costs", costs
+    gains = [f"{m} {shown[m]:.3f} >= {GAIN_AT:.2f}"
+             for m in FLEET_GAIN_MATRICES
+             if m in shown and shown[m] >= GAIN_AT]
+    if gains:
+        return "gains", gains
+    return "no gain", [f"no {', '.join(FLEET_GAIN_MATRICES)} >= "
+                       f"{GAIN_AT:.2f}"]
+
+
+def fleet_row(key, runs):
+    """One table row from the (path, cells) of the files of one host,
+    kernel, CPU and kind of run."""
+    hostname, kernel, cpu, kind = key
+    merged = {}
+    for _, cells in runs:
+        for cell, (matrix, name, value) in cells.items():
+            merged.setdefault(cell, (matrix, name, []))[2].append(value)
+    values = {cell: (matrix, name, statistics.median(vals))
+              for cell, (matrix, name, vals) in merged.items()}
+    geo, count = {}, {}
+    for m in FLEET_MATRICES:
+        mine = [v for matrix, _, v in values.values() if matrix == m]
+        geo[m] = geomean(mine) if mine else None
+        count[m] = len(mine)
+    worst = None
+    if values:
+        matrix, name, value = max(values.values(),
+                                  key=lambda t: slowdown(t[0], t[2]))
+        worst = {"matrix": matrix, "row": name, "ratio": value,
+                 "ratio_kind": "time" if matrix == "overhead"
+                 else "throughput",
+                 "slowdown": slowdown(matrix, value)}
+    verdict, reasons = fleet_verdict(geo)
+    return {"hostname": hostname, "kernel": kernel, "cpu": cpu, "run": kind,
+            "files": [path for path, _ in runs], "geomean": geo,
+            "cells": count, "worst": worst, "verdict": verdict,
+            "reasons": reasons}
+
+
+def fleet_rows(files):
+    """Read the files; return (rows, skipped [(path, why)])."""
+    groups = {}
+    skipped = []
+    for path in files:
+        doc, why = read_result(path, strict=False)
+        if doc is None:
+            fleet_note(f"{path}: skipped: {why}")
+            skipped.append((path, why))
+            continue
+        host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
+        stem = os.path.basename(path)
+        stem = stem[:-5] if stem.endswith(".json") else stem
+        hostname = str(host.get("hostname") or stem)
+        kernel = str(host.get("kernel") or "?")
+        cpu = str(host.get("cpu") or "?")
+        sides = fleet_cells(doc)
+        if not sides:
+            why = "no result with a ratio"
+            fleet_note(f"{path}: skipped: {why}")
+            skipped.append((path, why))
+            continue
+        present = {r["matrix"] for r in doc["results"]}
+        missing = [m for m in FLEET_MATRICES if m not in present
+                   and m != "work"]
+        if missing:
+            fleet_note(f"{path}: no {', '.join(missing)} results "
+                       "(shown as - unless another file of its row has them)")
+        for side, cells in sides.items():
+            key = (hostname, kernel, cpu, run_kind(doc, side))
+            groups.setdefault(key, []).append((path, cells))
+    rows = [fleet_row(key, groups[key]) for key in sorted(groups)]
+    return rows, skipped
+
+
+def fleet_text(rows, files, skipped):
+    """The fleet table as text."""
+    matrices = [m for m in FLEET_MATRICES
+                if m != "work" or any(r["geomean"]["work"] for r in rows)]
+    lines = [f"{PROG} fleet: {len(files) - len(skipped)} of {len(files)} "
+             f"files read, {len(rows)} rows",
+             "Geometric means per matrix of libppipe/plain: throughput "
+             f"ratios ({', '.join(m for m in matrices if m != 'overhead')}),"
+             " higher is better;",
+             "overhead: time ratio libppipe/plain, lower is better.", ""]
+    header = ["host", "kernel", "cpu", "run", "files"] + matrices \
+        + ["worst cell", "verdict", "why"]
+    body = []
+    for r in rows:
+        worst = r["worst"]
+        body.append(
+            [r["hostname"], r["kernel"], r["cpu"], r["run"],
+             str(len(r["files"]))]
+            + [f"{r['geomean'][m]:.3f}" if r["geomean"][m] is not None
+               else "-" for m in matrices]
+            + [f"{worst['matrix']} {worst['row']}: {worst['ratio']:.3f}"
+               if worst else "-", r["verdict"], "; ".join(r["reasons"])])
+    align = "lllll" + "r" * len(matrices) + "lll"
+    lines += table_lines(header, body, indent=2, align=align)
+    verdicts = [r["verdict"] for r in rows]
+    lines += ["", "Verdicts: " + ", ".join(
+        f"{verdicts.count(v)} {v}" for v in ("gains", "no gain", "costs")),
+        ""] + FLEET_RULE.rstrip("\n").splitlines()
+    return "\n".join(lines) + "\n"
+
+
+def write_fleet_csv(path, rows):
+    """The fleet table as CSV, one row per table row."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(FLEET_CSV_FIELDS)
+        for r in rows:
+            worst = r["worst"] or {}
+            out.writerow(
+                [r["hostname"], r["kernel"], r["cpu"], r["run"],
+                 len(r["files"])]
+                + [csv_cell(r["geomean"][m]) for m in FLEET_MATRICES]
+                + [csv_cell(worst.get(k)) for k in ("matrix", "row", "ratio")]
+                + [r["verdict"]])
+
+
+def cmd_fleet(argv):
+    """The 'fleet' command."""
+    args = fleet_parser().parse_args(argv)
+    for option in ("json", "csv"):
+        check_output(f"--{option}", getattr(args, option))
+    files = fleet_files(args.paths)
+    rows, skipped = fleet_rows(files)
+    if not rows:
+        raise Fatal(f"{PROG} fleet: no ppipe-compare result could be read "
+                    f"({len(files)} files)", 2)
+    report = sys.stderr if args.json == "-" else sys.stdout
+    report.write(fleet_text(rows, files, skipped))
+    report.flush()
+    if args.json:
+        write_json(args.json, {
+            "tool": f"{PROG} fleet", "version": version(),
+            "created": datetime.datetime.now(datetime.timezone.utc)
+            .strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "rule": {"gain_matrices": list(FLEET_GAIN_MATRICES),
+                     "gain_at": GAIN_AT,
+                     "throughput_cost_below": THROUGHPUT_COST_BELOW,
+                     "overhead_cost_above": OVERHEAD_COST_ABOVE,
+                     "ratio_mbps": "libppipe/plain MB/s, higher is better",
+                     "ratio_time": TIME_RATIO_NOTE},
+            "rows": rows,
+            "skipped": [{"path": p, "why": w} for p, w in skipped]})
+    if args.csv:
+        write_fleet_csv(args.csv, rows)
+    return 0
+
+
 def main(argv):
-    """Entry point: dispatch to 'compare' or the benchmark run."""
+    """Entry point: dispatch to 'compare', 'fleet' or the benchmark run."""
     try:
         if argv and argv[0] == "compare":
             return cmd_compare(argv[1:])
+        if argv and argv[0] == "fleet":
+            return cmd_fleet(argv[1:])
         return cmd_run(argv)
     except Fatal as exc:
         sys.stderr.write(f"{exc}\n")

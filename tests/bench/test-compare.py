@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Test ppipe-compare against fake-bench.py and fake-stage.py.
+"""Test ppipe-compare against fake-bench.py, fake-stage.py and
+fake-overhead.py (found beside FAKESTAGE), and its fleet command against
+saved runs: synthetic ones and the real ones in fixtures/ beside this
+script.
 
 Usage: test-compare.py RUNNER FAKEBENCH FAKESTAGE
 Exit 0 on success, 1 on failure, 77 to skip.
@@ -40,6 +43,24 @@ CSV_FIELDS = ["matrix", "mode", "writers", "readers", "size", "pipe_size",
               "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
               "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps",
               "hops"]
+OVERHEAD_KEYS = {"matrix", "case", "size", "n", "baseline", "shim",
+                 "ratio_time"}
+OVERHEAD_SIDE_KEYS = {"ns_per_op", "spread_ns_per_op", "reps"}
+OVERHEAD_CSV_FIELDS = ["case", "n", "baseline_ns_per_op", "shim_ns_per_op",
+                       "ratio_time"]
+# The overhead matrix's rows, --quick N, and fake-overhead.py's time factor
+# with the library; its plain ns per operation.
+OVERHEAD_ROWS = [("start", None, 300, 1.10, 500000), ("fork", None, 2000, 1.05, 100000),
+                 ("exec", None, 200, 1.20, 700000), ("pipe", None, 100000, 1.02, 5000),
+                 ("small", 1, 300000, 0.98, 501), ("small", 128, 300000, 1.01, 628),
+                 ("shell", None, 100, 1.30, 2000000)]
+TIME_RATIO_NOTE = ("preloaded/plain time per operation: 1.00 = free, "
+                   "above 1 = costs, lower is better")
+FLEET_CSV_FIELDS = ["hostname", "kernel", "cpu", "run", "files", "sweep_ratio_mbps",
+                    "sizes_ratio_mbps", "small_ratio_mbps", "pipeline_ratio_mbps",
+                    "work_ratio_mbps", "overhead_ratio_time", "worst_matrix",
+                    "worst_row", "worst_ratio", "verdict"]
+FLEET_MATRICES = ("sweep", "sizes", "small", "pipeline", "work", "overhead")
 SHIM_FACTOR = 1.21
 CELL = re.compile(r"\d+(?:\.\d+)? +-> +\d+(?:\.\d+)? +\([+-]\d+%\)")
 
@@ -62,7 +83,7 @@ def close(a, b, rel=1e-9):
 class Runner:
     """Runs ppipe-compare in a scratch directory."""
 
-    def __init__(self, runner, fake, fake_stage, tmp):
+    def __init__(self, runner, fake, fake_stage, fake_overhead, tmp):
         self.runner = runner
         self.tmp = tmp
         self.lib = os.path.join(tmp, "libdummy.so")
@@ -70,6 +91,7 @@ class Runner:
         self.bench = self.wrapper("ppipe-bench", fake)
         # A name that needs quoting in sh -c.
         self.stage = self.wrapper("ppipe stage's", fake_stage)
+        self.overhead = self.wrapper("ppipe-overhead", fake_overhead)
         self.counter = 0
 
     def wrapper(self, name, script):
@@ -140,14 +162,20 @@ def check_json(doc, lib):
           f"JSON: library {doc['library']}")
     check(doc["settings"] == {"matrix": "quick", "reps": 2, "duration_s": 1.0,
                               "pipeline_duration_s": 1.0,
-                              "memory_pressure": False, "verify": False, "pin": None},
+                              "memory_pressure": False, "verify": False, "pin": None,
+                              "overhead": {"reps": 5, "ratio_time": TIME_RATIO_NOTE,
+                                           "skipped": {}}},
           f"JSON: settings {doc['settings']}")
     results = doc["results"]
     counts = {m: sum(r["matrix"] == m for r in results)
-              for m in ("sweep", "sizes", "small", "pipeline")}
-    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 4}
-          and len(results) == 20 and "work" not in doc["settings"],
+              for m in ("sweep", "sizes", "small", "pipeline", "overhead")}
+    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 4, "overhead": 7}
+          and len(results) == 27 and "work" not in doc["settings"],
           f"JSON: matrix sizes {counts}, {len(results)} results")
+    check([r["matrix"] for r in results][20:] == ["overhead"] * 7,
+          "JSON: the overhead matrix runs last")
+    check_overhead_results(results[20:], 5, "JSON overhead")
+    results = results[:20]
     check(sorted(r["size"] for r in results if r["matrix"] == "sizes")
           == [4096, 32678, 65536, 1048576], "JSON: sizes matrix")
     check(sorted((r["hops"], r["size"]) for r in results if r["matrix"] == "pipeline")
@@ -185,10 +213,15 @@ def check_csv(path, results):
     """CSV header and rows against the JSON."""
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f))
-    check(rows[0] == CSV_FIELDS, f"CSV header {rows[0]}")
+    check(rows[0] == CSV_FIELDS + OVERHEAD_CSV_FIELDS, f"CSV header {rows[0]}")
     check(len(rows) == 1 + len(results), "CSV: one row per result")
     for row, r in zip(rows[1:], results):
-        rec = dict(zip(CSV_FIELDS, row))
+        rec = dict(zip(rows[0], row))
+        if r["matrix"] == "overhead":
+            check_overhead_csv_row(rec, r)
+            continue
+        check(all(rec[k] == "" for k in OVERHEAD_CSV_FIELDS),
+              f"CSV: overhead columns filled in a {r['matrix']} row")
         check(rec["matrix"] == r["matrix"] and int(rec["size"]) == r["size"]
               and int(rec["writers"]) == r["writers"], "CSV: row order")
         check(rec["hops"] == str(r.get("hops", "")), f"CSV: hops {rec['hops']!r}")
@@ -215,17 +248,116 @@ def check_svg(path):
         check(len(line.get("points").split()) == 4, "SVG: 4 points per line")
     check(len(classed("g", "small-row")) == 3, "SVG: 3 small-write rows")
     check(len(classed("g", "pipeline-row")) == 4, "SVG: 4 pipeline rows")
+    check_svg_overhead(root, 7)
     texts = " ".join("".join(t.itertext()) for t in root.iter(SVG_NS + "text"))
     for word in ("4K", "32K", "64K", "1M", "MB/s", "writers", "readers",
                  "produce | relay | consume", "median of 2 x 1 s runs per side"):
         check(word in texts, f"SVG: no {word!r} label")
 
 
+def overhead_rows(full=False):
+    """(label, case, size, N, fake factor, plain ns) of the overhead rows."""
+    return [(f"{case} {size} B" if size else case, case, size,
+             n * (2 if full else 1), factor, plain)
+            for case, size, n, factor, plain in OVERHEAD_ROWS]
+
+
+def geomean(values):
+    """Geometric mean."""
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def check_time_side(side, reps, where):
+    """An overhead side: the median and spread of its raw repetitions."""
+    check(set(side) == OVERHEAD_SIDE_KEYS, f"{where}: keys {sorted(side)}")
+    check(len(side["reps"]) == reps and all(set(rep) == {"ns_per_op"} for rep in side["reps"]),
+          f"{where}: {reps} reps of raw ns_per_op expected: {side['reps']}")
+    values = [rep["ns_per_op"] for rep in side["reps"]]
+    check(close(side["ns_per_op"], statistics.median(values)),
+          f"{where}: ns_per_op is not the median")
+    check(close(side["spread_ns_per_op"], (max(values) - min(values)) / side["ns_per_op"]),
+          f"{where}: spread_ns_per_op")
+
+
+def check_time_ratio(value, base, side, factor, where):
+    """A time ratio: side/base of the medians, and the fake's factor (its
+    jitter is 5% at most)."""
+    check(close(value, side["ns_per_op"] / base["ns_per_op"]),
+          f"{where}: ratio_time is not preloaded/plain")
+    check(factor / 1.051 < value < factor * 1.051,
+          f"{where}: time ratio {value}, the fake's factor is {factor}")
+
+
+def check_overhead_results(results, reps, where, full=False):
+    """Two-way overhead results: rows, medians and ratios."""
+    rows = overhead_rows(full)
+    check([(r["case"], r["size"], r["n"]) for r in results]
+          == [(case, size, n) for _, case, size, n, _, _ in rows],
+          f"{where}: rows {[(r['case'], r['size'], r['n']) for r in results]}")
+    for r, (label, _, _, _, factor, plain) in zip(results, rows):
+        at = f"{where} {label}"
+        check(set(r) == OVERHEAD_KEYS and r["matrix"] == "overhead", f"{at}: keys {sorted(r)}")
+        for name in ("baseline", "shim"):
+            check_time_side(r[name], reps, f"{at} {name}")
+        check(plain <= r["baseline"]["ns_per_op"] <= plain * 1.051,
+              f"{at}: plain side {r['baseline']['ns_per_op']}, not about {plain}")
+        check_time_ratio(r["ratio_time"], r["baseline"], r["shim"], factor, at)
+
+
+def check_overhead_csv_row(rec, r):
+    """One overhead row of the two-way CSV."""
+    where = f"CSV overhead {r['case']} {r['size']}"
+    check(rec["matrix"] == "overhead" and rec["case"] == r["case"]
+          and rec["n"] == str(r["n"]) and rec["size"] == str(r["size"] or ""),
+          f"{where}: {rec}")
+    check(close(float(rec["ratio_time"]), r["ratio_time"])
+          and close(float(rec["baseline_ns_per_op"]), r["baseline"]["ns_per_op"])
+          and close(float(rec["shim_ns_per_op"]), r["shim"]["ns_per_op"]),
+          f"{where}: values {rec}")
+    check(all(rec[k] == "" for k in ("mode", "writers", "baseline_mbps", "shim_mbps",
+                                     "ratio_mbps", "hops")),
+          f"{where}: throughput columns filled: {rec}")
+
+
+def check_svg_overhead(root, count):
+    """The SVG's overhead table: its rows, the time ratios' label."""
+    rows = [e for e in root.iter(SVG_NS + "g") if e.get("class") == "overhead-row"]
+    check(len(rows) == count, f"SVG: {len(rows)} overhead rows, not {count}")
+    texts = " ".join("".join(t.itertext()) for t in root.iter(SVG_NS + "text"))
+    check("time ratio libdummy/plain, lower is better" in texts,
+          "SVG: the overhead table's ratio is not labelled")
+
+
+def check_overhead_text(stdout, results, name, reps):
+    """The two-way overhead table and its summary line against the JSON."""
+    for text in (f"== What {name} costs where it cannot help: time per operation "
+                 f"(median of {reps}) ==",
+                 f"   time ratio {name}/plain, lower is better: 1.00 = free, "
+                 "above 1 = costs",
+                 f"row   N   what   ns/op plain -> {name} (delta)   "
+                 "time ratio (lower is better)"):
+        check(text in re.sub(r"  +", "   ", stdout), f"stdout: no {text!r}")
+    for r in results:
+        label = f"{r['case']} {r['size']} B" if r["size"] else r["case"]
+        row = (rf"^  {re.escape(label)} +{r['n']} +.+ {r['baseline']['ns_per_op']:.0f} +-> +"
+               rf"{r['shim']['ns_per_op']:.0f} +\([+-]\d+%\) +{r['ratio_time']:.3f}$")
+        check(re.search(row, stdout, re.M), f"stdout: no overhead row /{row}/")
+    ratios = [(r["ratio_time"], f"{r['case']} {r['size']} B" if r["size"] else r["case"])
+              for r in results]
+    worst, best = max(ratios), min(ratios)
+    line = (f"Summary, {name}/plain time per operation (overhead, lower is better): "
+            f"geomean {geomean([v for v, _ in ratios]):.3f} (worst {worst[1]} "
+            f"{worst[0]:.3f}, best {best[1]} {best[0]:.3f}, {len(results)} rows)")
+    check(line in stdout.splitlines(), f"stdout: no {line!r}")
+    check(re.search(r"^Max spread of ns/op across reps \(\(max-min\)/median\), "
+                    r"overhead: \d+\.\d% \(", stdout, re.M), "stdout: no overhead spread")
+
+
 def check_main_run(t):
     """The --quick --reps 2 run and everything it wrote."""
     out = {k: t.path(f"run.{k}") for k in ("json", "csv", "svg")}
     p = t.run(["--quick", "--reps", "2", "--bench", t.bench, "--stage", t.stage,
-               "--lib", t.lib,
+               "--overhead", t.overhead, "--lib", t.lib,
                "--env", "PPIPE_FOO=1 PPIPE_BAR='a b'", "--json", out["json"],
                "--csv", out["csv"], "--svg", out["svg"]])
     check(p.returncode == 0, f"main run failed ({p.returncode}): "
@@ -245,18 +377,29 @@ def check_main_run(t):
                  "1 hop: produce | consume; 2 hops: produce | relay | consume",
                  "pipeline geomean"):
         check(text in p.stdout, f"stdout: no {text!r}")
-    check("[1/20] threads w=1 r=1 size=65536 rep 1/2 baseline" in p.stderr,
+    check("[1/27] threads w=1 r=1 size=65536 rep 1/2 baseline" in p.stderr,
           "stderr: no progress line")
-    check("[20/20] sh 2 hops size=1048576 rep 2/2 shim" in p.stderr,
+    check("[20/27] sh 2 hops size=1048576 rep 2/2 shim" in p.stderr,
           "stderr: no pipeline progress line")
+    check("[27/27] overhead shell rep 5/5 shim" in p.stderr,
+          "stderr: no overhead progress line")
+    check_overhead_text(p.stdout, doc["results"][20:], "libdummy", 5)
+    # The throughput matrices' summary leaves the overhead matrix out.
+    summary = [ln for ln in p.stdout.splitlines() if ln.startswith("Summary, libdummy/plain MB/s")]
+    check(len(summary) == 1 and "overhead" not in summary[0],
+          f"stdout: throughput summary {summary}")
     return out["json"], doc
 
 
 def check_compare(t, a_path, doc):
     """compare A B, with an edited B that lacks one result."""
     b_doc = json.loads(json.dumps(doc))
-    dropped = b_doc["results"].pop()
+    dropped = b_doc["results"].pop(19)
+    check(dropped["matrix"] == "pipeline", "compare: the last pipeline result")
     for r in b_doc["results"]:
+        if r["matrix"] == "overhead":
+            r["shim"]["ns_per_op"] *= 1.5
+            continue
         r["shim"]["mbps"] *= 1.5
     b_path = t.path("b.json")
     with open(b_path, "w", encoding="utf-8") as f:
@@ -269,13 +412,23 @@ def check_compare(t, a_path, doc):
           in p.stdout.split("Only in A")[1], "compare: unmatched not listed")
     check("== sh pipelines of exec'd programs" in p.stdout,
           "compare: no pipeline table")
-    pipe_rows = [ln for ln in p.stdout.split("== sh pipelines")[1].splitlines()
-                 if "(+50%)" in ln]
+    pipe_rows = [ln for ln in p.stdout.split("== sh pipelines")[1]
+                 .split("== Overhead")[0].splitlines() if "(+50%)" in ln]
     check(len(pipe_rows) == 3, f"compare: 1 and 2 hops matched apart: {pipe_rows}")
+    over = p.stdout.split("== Overhead: time per operation, lower is better "
+                          "(A: median of 5, B: median of 5) ==")
+    check(len(over) == 2, "compare: no overhead table")
+    for label, *_ in overhead_rows():
+        check(re.search(rf"^  {re.escape(label)} +\d+ +-> +\d+ +\(\+50%\) +1\.500$",
+                        over[1], re.M), f"compare: no overhead row {label!r}")
+    check("Summary, B/A shim time per operation (overhead, lower is better): "
+          "geomean 1.500" in over[1], "compare: no overhead summary")
     for side in ("baseline", "ratio"):
         p = t.run(["compare", a_path, b_path, "--side", side])
         check(p.returncode == 0 and CELL.search(p.stdout),
               f"compare --side {side}: {p.stderr.strip()}")
+        check(f"Summary, B/A {side} time per operation" in p.stdout,
+              f"compare --side {side}: no overhead summary")
 
 
 def check_error(t, args, status, words, env=None):
@@ -376,9 +529,11 @@ def check_pipeline(t):
     check(p.returncode == 0, f"quick pressure run failed: {p.stderr.strip()[-400:]}")
     with open(out, encoding="utf-8") as f:
         doc = json.load(f)
-    check(doc["results"] and not any(r["matrix"] == "pipeline" for r in doc["results"]),
-          "--memory-pressure ran pipelines")
+    check(doc["results"] and not any(r["matrix"] in ("pipeline", "overhead")
+                                     for r in doc["results"]),
+          "--memory-pressure ran pipelines or the overhead matrix")
     check("pipeline matrix is left out" in p.stderr, "no note on pipelines left out")
+    check("overhead matrix is left out" in p.stderr, "no note on the overhead matrix left out")
 
 
 def read_log(path):
@@ -463,8 +618,174 @@ def check_work(t):
     check_error(t, t.fast("--only", "work")[2:], 2,
                 ["work matrix", "memcpy", "injected"],
                 env={"FAKE_BENCH_MEMCPY_FAIL": "1"})
-    check_error(t, t.fast("--full", "--stage", t.stage)[2:], 2,
+    check_error(t, t.fast("--full", "--stage", t.stage, "--overhead", t.overhead)[2:], 2,
                 ["work matrix", "memcpy"], env={"FAKE_BENCH_MEMCPY_FAIL": "1"})
+
+
+def overhead_log(path):
+    """The runs fake-overhead.py logged."""
+    return [run for run in read_log(path) if run.get("tool") == "ppipe-overhead"]
+
+
+def check_overhead(t):
+    """--only overhead: at least 5 repetitions in --quick and 9 in --full,
+    plain and preloaded alternating; the start row's driver plain with -p
+    LIB, the others with LD_PRELOAD; ratios, medians and labels in every
+    output; the shell row skipped without bash; --config; --json -;
+    compare; errors."""
+    out = {k: t.path(f"overhead.{k}") for k in ("json", "csv", "svg")}
+    log = t.path("overhead.log")
+    lib = os.path.realpath(t.lib)
+    args = ["--only", "overhead", "--bench", t.bench, "--overhead", t.overhead,
+            "--lib", t.lib]
+    p = t.run(args + ["--reps", "2", "--env", "PPIPE_FOO=1", "--json", out["json"],
+                      "--csv", out["csv"], "--svg", out["svg"]],
+              env={"FAKE_BENCH_LOG": log})
+    check(p.returncode == 0, f"overhead run failed: {p.stderr.strip()[-400:]}")
+    doc = load(out["json"])
+    check(doc["settings"]["reps"] == 2 and doc["settings"]["overhead"]
+          == {"reps": 5, "ratio_time": TIME_RATIO_NOTE, "skipped": {}},
+          f"overhead: settings {doc['settings']}")
+    results = doc["results"]
+    check_overhead_results(results, 5, "overhead")
+    check_overhead_text(p.stdout, results, "libdummy", 5)
+    check("MB/s" not in p.stdout and "Max spread of MB/s" not in p.stdout,
+          "overhead: throughput lines without throughput results")
+    check("[7/7] overhead shell rep 5/5 shim" in p.stderr, "overhead: progress")
+    # Each repetition runs plain, then the library; only the start row's
+    # driver stays plain and passes the library on with -p.
+    runs = overhead_log(log)
+    check(len(runs) == 7 * 5 * 2, f"overhead: {len(runs)} runs logged")
+    for k, run in enumerate(runs):
+        label, case, size, n, _, _ = overhead_rows()[k // 10]
+        preloaded = k % 2 == 1
+        want = (["-p", lib] if case == "start" and preloaded else []) \
+            + (["-s", str(size)] if size else []) + [case, str(n)]
+        check(run["argv"] == want, f"overhead: run {k} argv {run['argv']}, not {want}")
+        check(run["preloaded"] == preloaded
+              and run["ld_preload"] == (lib if preloaded and case != "start" else None)
+              and run["env"] == ({"PPIPE_FOO": "1"} if preloaded else {}),
+              f"overhead: run {k} ({label}) has the wrong environment: {run}")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    check(rows[0] == CSV_FIELDS + OVERHEAD_CSV_FIELDS and len(rows) == 8,
+          f"overhead: CSV header {rows[0]}, {len(rows)} rows")
+    for row, r in zip(rows[1:], results):
+        check_overhead_csv_row(dict(zip(rows[0], row)), r)
+    root = ET.parse(out["svg"]).getroot()
+    check_svg_overhead(root, 7)
+    texts = " ".join("".join(e.itertext()) for e in root.iter(SVG_NS + "text"))
+    check("quick matrix, overhead rows only, median of 5 runs per side" in texts,
+          "overhead: SVG settings line")
+
+    # --full: twice the operations, at least 9 repetitions; more if asked.
+    p = t.run(args + ["--full", "--reps", "1", "-q", "--json", out["json"]])
+    check(p.returncode == 0, f"--full overhead run failed: {p.stderr.strip()[-400:]}")
+    doc = load(out["json"])
+    check(doc["settings"]["overhead"]["reps"] == 9, f"--full: {doc['settings']}")
+    check_overhead_results(doc["results"], 9, "--full overhead", full=True)
+
+    # No bash on PATH: the shell row is left out, with a note.
+    empty = t.path("empty-bin")
+    os.makedirs(empty, exist_ok=True)
+    p = t.run(args + ["--json", out["json"], "--csv", out["csv"]], env={"PATH": empty})
+    check(p.returncode == 0, f"overhead run without bash failed: {p.stderr.strip()[-400:]}")
+    doc = load(out["json"])
+    check([r["case"] for r in doc["results"]]
+          == ["start", "fork", "exec", "pipe", "small", "small"]
+          and doc["settings"]["overhead"]["skipped"] == {"shell": "bash not found on PATH"},
+          f"without bash: {[r['case'] for r in doc['results']]} {doc['settings']}")
+    check("ppipe-compare: overhead row shell skipped: bash not found on PATH" in p.stderr
+          and "  shell: skipped, bash not found on PATH" in p.stdout.splitlines()
+          and "6 rows)" in p.stdout, "without bash: no note on the shell row")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        check(len(list(csv.reader(f))) == 7, "without bash: CSV rows")
+    # Nor ppipe-overhead: it cannot be found.
+    check_error(t, ["--only", "overhead", "--bench", t.bench, "--lib", t.lib], 2,
+                ["ppipe-overhead not found", "--overhead"], env={"PATH": empty})
+
+    # --config: one library side per configuration, each with its ratio.
+    p = t.run(args + ["--config", "a=", "--config", "b=PPIPE_FAKE_FACTOR=2",
+                      "--json", out["json"], "--csv", out["csv"]], env={"FAKE_BENCH_LOG": log})
+    check(p.returncode == 0, f"--config overhead run failed: {p.stderr.strip()[-400:]}")
+    results = load(out["json"])["results"]
+    lines = p.stdout.splitlines()
+    for r, (label, _, _, _, factor, _) in zip(results, overhead_rows()):
+        where = f"--config overhead {label}"
+        check(set(r) == {"matrix", "case", "size", "n", "baseline", "configs"}
+              and list(r["configs"]) == ["a", "b"], f"{where}: keys {sorted(r)}")
+        check_time_side(r["baseline"], 5, f"{where} plain")
+        for name, scale in (("a", 1.0), ("b", 2.0)):
+            side = dict(r["configs"][name])
+            check_time_ratio(side.pop("ratio_time"), r["baseline"], side, factor * scale,
+                             f"{where} {name}")
+            check_time_side(side, 5, f"{where} {name}")
+            row = (rf"^ +{name} +{side['ns_per_op']:.0f} +"
+                   rf"{r['configs'][name]['ratio_time']:.3f} +\d+\.\d%$")
+            check(any(re.search(row, ln) for ln in lines), f"{where}: no row /{row}/")
+        row = rf"^  {re.escape(label)} +{r['n']} +plain +{r['baseline']['ns_per_op']:.0f} +- "
+        check(any(re.search(row, ln) for ln in lines), f"{where}: no plain row /{row}/")
+    for name in ("a", "b"):
+        values = [r["configs"][name]["ratio_time"] for r in results]
+        check(f"Summary, {name}/plain time per operation (overhead, lower is better): "
+              f"geomean {geomean(values):.3f}" in p.stdout, f"--config: no summary for {name}")
+    check("time ratio config/plain, lower is better" in p.stdout
+          and "row   N   config   ns/op   time ratio (lower is better)   spread"
+          in re.sub(r"  +", "   ", p.stdout), "--config: overhead table header")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        check(next(csv.reader(f)) == MULTI_CSV_FIELDS + ["case", "n", "ns_per_op", "ratio_time"],
+              "--config: overhead CSV header")
+    check([row["config"] for row in rows] == ["baseline", "a", "b"] * 7
+          and rows[0]["ratio_time"] == "" and rows[1]["case"] == "start"
+          and close(float(rows[2]["ratio_time"]), results[0]["configs"]["b"]["ratio_time"]),
+          f"--config: overhead CSV rows {rows[:3]}")
+    runs = overhead_log(log)[70:]
+    check(len(runs) == 7 * 5 * 3 and all(
+        run["env"] == ({}, {}, {"PPIPE_FAKE_FACTOR": "2"})[k % 3]
+        and run["preloaded"] == bool(k % 3) for k, run in enumerate(runs)),
+          "--config: overhead runs are not plain, a, b in turn")
+
+    # --json -: the JSON on stdout, the report on stderr; more repetitions
+    # than the least, if asked.
+    p = t.run(args + ["-q", "--json", "-", "--reps", "6"])
+    check(p.returncode == 0, f"--json - failed: {p.stderr.strip()[-400:]}")
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        doc = {}
+    check(doc.get("tool") == "ppipe-compare" and len(doc.get("results", [])) == 7,
+          f"--json -: stdout is not the JSON: {p.stdout[:200]!r}")
+    check(doc["settings"]["overhead"]["reps"] == 6
+          and all(len(r["shim"]["reps"]) == 6 for r in doc["results"]),
+          f"--reps 6: {doc['settings']}")
+    check("== What libdummy costs where it cannot help" in p.stderr,
+          "--json -: no report on stderr")
+
+    # compare: two overhead runs, B 10% slower with the library.
+    b_doc = json.loads(json.dumps(doc))
+    for r in b_doc["results"]:
+        r["shim"]["ns_per_op"] *= 1.1
+        r["ratio_time"] *= 1.1
+    a_path, b_path = t.path("overhead-a.json"), t.path("overhead-b.json")
+    for path, one in ((a_path, doc), (b_path, b_doc)):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(one, f)
+    p = t.run(["compare", a_path, b_path, "--side", "ratio"])
+    check(p.returncode == 0 and p.stdout.count("(+10%)") == 7
+          and "time ratio A -> B (delta)" in p.stdout
+          and "geomean 1.100 (worst" in p.stdout and "Only in" not in p.stdout,
+          f"compare --side ratio of overhead runs: {p.stdout[-800:]} {p.stderr}")
+
+    # Errors.
+    check_error(t, ["--only", "overhead", "--memory-pressure"], 2,
+                ["--only overhead", "--memory-pressure"])
+    check_error(t, args[:-4] + ["--lib", t.lib, "--overhead", t.path("nope")], 2,
+                ["--overhead", "nope", "not an executable"])
+    # The counter: the bench's probe is 1, start plain 2, start with the library 3.
+    check_error(t, args, 1, ["overhead start (shim)", "injected failure"],
+                env={"FAKE_BENCH_FAIL": "3"})
 
 
 def check_configs(t):
@@ -579,6 +900,241 @@ def fmt_share(value):
     return f"{100 * value:.0f}%"
 
 
+def fleet_doc(template, host, ratios, drop=()):
+    """A saved run like template, from another host (hostname, kernel,
+    cpu), its matrices' ratios set from ratios {matrix: [values]} (in
+    turn over the matrix's rows), without the matrices in drop. Returns
+    the document and {matrix: [the ratios it holds]}."""
+    doc = json.loads(json.dumps(template))
+    doc["host"].update(zip(("hostname", "kernel", "cpu"), host))
+    doc["library"] = {"path": "/usr/local/lib/libppipe.so", "env": {}}
+    doc["results"] = [r for r in doc["results"] if r["matrix"] not in drop]
+    held = {}
+    for r in doc["results"]:
+        values = held.setdefault(r["matrix"], [])
+        value = ratios[r["matrix"]][len(values) % len(ratios[r["matrix"]])]
+        values.append(value)
+        r["ratio_time" if r["matrix"] == "overhead" else "ratio_mbps"] = value
+    return doc, held
+
+
+def save(path, doc):
+    """Write a JSON file."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+
+
+def fleet_expect(docs):
+    """The fleet row of saved runs of one host (the documents' results):
+    geomeans of each cell's median over the files, the worst cell."""
+    cells = {}
+    for doc in docs:
+        for r in doc["results"]:
+            over = r["matrix"] == "overhead"
+            key = (r["matrix"], json.dumps({k: r.get(k) for k in (
+                "case", "size", "mode", "writers", "readers", "hops", "pipe_size",
+                "work_x")}, sort_keys=True))
+            value = r["ratio_time"] if over else r["ratio_mbps"]
+            cells.setdefault(key, []).append(value)
+    geo = {}
+    for m in FLEET_MATRICES:
+        values = [statistics.median(v) for (matrix, _), v in cells.items() if matrix == m]
+        geo[m] = geomean(values) if values else None
+    worst = max(((matrix, statistics.median(v)) for (matrix, _), v in cells.items()),
+                key=lambda t: t[1] if t[0] == "overhead" else 1 / t[1])
+    return geo, worst
+
+
+def fleet_verdict(geo):
+    """The rule of fleet --help, on the geomeans rounded as shown."""
+    g = {m: round(v, 3) for m, v in geo.items() if v is not None}
+    if g.get("overhead", 0) > 1.10 or any(
+            g[m] < 0.95 for m in ("sweep", "sizes", "small", "pipeline", "work") if m in g):
+        return "costs"
+    if any(g[m] >= 1.10 for m in ("sweep", "sizes", "pipeline", "work") if m in g):
+        return "gains"
+    return "no gain"
+
+
+def check_fleet(t, template):
+    """fleet: synthetic runs of known ratios and the real ones in
+    fixtures/; bad files skipped, directories read, several files of one
+    host merged; table, JSON and CSV."""
+    runs = t.path("runs")
+    os.makedirs(runs)
+    docs = {}
+    # alpha gains; beta costs (small writes 0.88, the worst cell a
+    # throughput one); gamma: three files merged by medians, one without
+    # the overhead matrix, no gain; delta: small writes only.
+    plan = [
+        ("alpha.json", ("alpha", "6.18.0", "CPU A"),
+         {"sweep": [2.0, 2.5, 1.6], "sizes": [1.5], "small": [1.0, 0.97, 0.99],
+          "pipeline": [1.2, 1.3], "overhead": [1.0, 1.01, 1.02, 1.03, 1.0, 0.99, 1.06]}, ()),
+        ("beta.json", ("beta", "6.1.0-18-amd64", "CPU B"),
+         {"sweep": [1.02], "sizes": [1.0], "small": [0.9, 0.85, 0.9], "pipeline": [1.0],
+          "overhead": [1.05, 1.08]}, ()),
+        ("gamma-1.json", ("gamma", "6.12.1", "CPU C"),
+         {"sweep": [1.0], "sizes": [1.0], "small": [1.0], "pipeline": [1.0],
+          "overhead": [1.0]}, ()),
+        ("gamma-2.json", ("gamma", "6.12.1", "CPU C"),
+         {"sweep": [1.05], "sizes": [1.02], "small": [0.96], "pipeline": [1.05],
+          "overhead": [1.04]}, ()),
+        ("gamma-3.json", ("gamma", "6.12.1", "CPU C"),
+         {"sweep": [1.3], "sizes": [1.3], "small": [1.3], "pipeline": [1.3]}, ("overhead",)),
+        ("delta.json", ("delta", "5.15.0", "CPU D"), {"small": [0.99]},
+         ("sweep", "sizes", "pipeline", "overhead")),
+    ]
+    for name, host, ratios, drop in plan:
+        doc, _ = fleet_doc(template, host, ratios, drop)
+        save(os.path.join(runs, name), doc)
+        docs.setdefault(host[:2], []).append(doc)
+    # Rows are keyed by host name and kernel.
+    syn = {host[0]: host[:2] for _, host, _, _ in plan}
+    with open(os.path.join(runs, "junk.json"), "w", encoding="utf-8") as f:
+        f.write("not json\n")
+    save(os.path.join(runs, "other-tool.json"), {"tool": "something-else", "results": []})
+    with open(os.path.join(runs, "notes.txt"), "w", encoding="utf-8") as f:
+        f.write("not a *.json file: not read\n")
+    expected = {key: fleet_expect(ds) for key, ds in docs.items()}
+    verdicts = {syn["alpha"]: "gains", syn["beta"]: "costs", syn["gamma"]: "no gain",
+                syn["delta"]: "no gain"}
+    for key, (geo, _) in expected.items():
+        check(fleet_verdict(geo) == verdicts[key],
+              f"fleet: the plan's {key} is not {verdicts[key]}: {geo}")
+    check(expected[syn["beta"]][1][0] == "small"
+          and expected[syn["alpha"]][1] == ("overhead", 1.06),
+          f"fleet: the plan's worst cells {expected[syn['alpha']][1]} "
+          f"{expected[syn['beta']][1]}")
+    check(close(expected[syn["gamma"]][0]["sweep"], 1.05)
+          and close(expected[syn["gamma"]][0]["overhead"], 1.02), "fleet: gamma's medians")
+
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    real = sorted(os.path.join(fixtures, n) for n in os.listdir(fixtures)
+                  if n.endswith(".json")) if os.path.isdir(fixtures) else []
+    if not real:
+        print("note: no fixtures/*.json; fleet runs on synthetic results only")
+    for path in real:
+        # Saved as the fleet would collect them: ppipe-compare --quick (or
+        # --full) --json, libppipe.so, no --env, --config or pressure.
+        doc = load(path)
+        check(os.path.basename(doc["library"]["path"]) == "libppipe.so"
+              and not doc["library"]["env"] and "configs" not in doc["library"]
+              and not doc["settings"]["memory_pressure"],
+              f"fleet: fixture {path} is not a plain run of libppipe.so")
+        key = (doc["host"].get("hostname") or os.path.basename(path)[:-5],
+               doc["host"]["kernel"])
+        check(key[0] not in syn, f"fleet: fixture {path} has a synthetic host's name")
+        docs.setdefault(key, []).append(doc)
+    for key in docs:
+        if key not in expected:
+            expected[key] = fleet_expect(docs[key])
+            verdicts[key] = fleet_verdict(expected[key][0])
+
+    out = {k: t.path(f"fleet.{k}") for k in ("json", "csv")}
+    missing = t.path("no-such-run.json")
+    p = t.run(["fleet", runs, missing] + real + ["--json", out["json"], "--csv", out["csv"]])
+    check(p.returncode == 0, f"fleet failed: {p.stderr.strip()[-400:]}")
+    for name, why in (("junk.json", "not JSON"), ("other-tool.json", "tool is not"),
+                      ("no-such-run.json", "No such file")):
+        check(re.search(rf"^ppipe-compare fleet: \S*{name}: skipped: .*{why}", p.stderr, re.M),
+              f"fleet: {name} not reported as skipped: {p.stderr}")
+    check(re.search(r"gamma-3\.json: no overhead results", p.stderr)
+          and re.search(r"delta\.json: no sweep, sizes, pipeline, overhead results", p.stderr)
+          and "notes.txt" not in p.stderr, f"fleet: notes on missing matrices: {p.stderr}")
+    n_files = len(plan) + 3 + len(real)
+    check(f"ppipe-compare fleet: {n_files - 3} of {n_files} files read, "
+          f"{len(expected)} rows" in p.stdout, f"fleet: header {p.stdout[:200]}")
+    check("throughput ratios (sweep, sizes, small, pipeline), higher is better" in p.stdout
+          and "overhead: time ratio libppipe/plain, lower is better" in p.stdout,
+          "fleet: the ratios' senses are not labelled")
+    fleet = load(out["json"])
+    check(fleet["tool"] == "ppipe-compare fleet" and fleet["rule"]["gain_at"] == 1.10
+          and fleet["rule"]["throughput_cost_below"] == 0.95
+          and fleet["rule"]["overhead_cost_above"] == 1.10
+          and len(fleet["skipped"]) == 3, f"fleet: JSON {sorted(fleet)} {fleet.get('rule')}")
+    rows = {(r["hostname"], r["kernel"]): r for r in fleet["rows"]}
+    check(set(rows) == set(expected) and len(fleet["rows"]) == len(expected),
+          f"fleet: rows {sorted(rows)}, not {sorted(expected)}")
+    check([(r["hostname"], r["kernel"]) for r in fleet["rows"]] == sorted(rows),
+          "fleet: rows not sorted")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        table = list(csv.reader(f))
+    check(table[0] == FLEET_CSV_FIELDS and len(table) == 1 + len(expected),
+          f"fleet: CSV header {table[0]}")
+    csv_rows = {(row[0], row[1]): dict(zip(table[0], row)) for row in table[1:]}
+    text = p.stdout.splitlines()
+    for host, (geo, worst) in expected.items():
+        row = rows.get(host, {})
+        where = f"fleet {host}"
+        check(row.get("files") and len(row["files"]) == len(docs[host])
+              and row["run"] == docs[host][0]["settings"]["matrix"],
+              f"{where}: files {row.get('files')} run {row.get('run')}")
+        for m in FLEET_MATRICES:
+            got = row["geomean"][m]
+            check((got is None) == (geo[m] is None) and (got is None or close(got, geo[m])),
+                  f"{where}: {m} geomean {got}, expected {geo[m]}")
+            cell = csv_rows[host][f"{m}_ratio_time" if m == "overhead" else f"{m}_ratio_mbps"]
+            check(cell == "" if geo[m] is None else close(float(cell), geo[m]),
+                  f"{where}: CSV {m} {cell!r}")
+        check(row["worst"]["matrix"] == worst[0] and close(row["worst"]["ratio"], worst[1]),
+              f"{where}: worst {row['worst']}, expected {worst}")
+        check(row["verdict"] == verdicts[host] and csv_rows[host]["verdict"] == verdicts[host],
+              f"{where}: verdict {row['verdict']}, expected {verdicts[host]} ({row['reasons']})")
+        cells = [f"{geo[m]:.3f}" if geo[m] is not None else "-"
+                 for m in ("sweep", "sizes", "small", "pipeline", "overhead")]
+        line = [ln for ln in text if ln.startswith(f"  {host[0]} ") and f" {host[1]} " in ln]
+        check(len(line) == 1 and re.search(
+            r" +".join(re.escape(c) for c in cells)
+            + rf" +{re.escape(worst[0])} .*: {worst[1]:.3f} +{verdicts[host]}   ", line[0]),
+              f"{where}: table row {line} lacks {cells} {worst} {verdicts[host]}")
+    alpha, beta = rows[syn["alpha"]], rows[syn["beta"]]
+    check(beta["worst"]["row"] == "threads w=1 r=1 size=128",
+          f"fleet: beta's worst row {beta['worst']}")
+    check(beta["reasons"] == ["small 0.883 < 0.95"]
+          and alpha["reasons"] == ["sweep 2.000 >= 1.10", "sizes 1.500 >= 1.10",
+                                   "pipeline 1.249 >= 1.10"]
+          and re.search(r" costs +small 0\.883 < 0\.95$", p.stdout, re.M),
+          f"fleet: reasons {beta['reasons']} {alpha['reasons']}")
+    check(f"Verdicts: {list(verdicts.values()).count('gains')} gains, "
+          f"{list(verdicts.values()).count('no gain')} no gain, "
+          f"{list(verdicts.values()).count('costs')} costs" in p.stdout, "fleet: verdict count")
+    for text_line in ("  costs    overhead above 1.10", "  gains    no cost, and sweep, sizes, "
+                      "pipeline or work at least 1.10"):
+        check(text_line in p.stdout, f"fleet: no rule line {text_line!r}")
+    p = t.run(["fleet", "--help"])
+    check(p.returncode == 0 and "below 0.95" in p.stdout and "above 1.10" in p.stdout,
+          "fleet --help: no rule")
+
+    # Other runs of a host are rows of their own: another library,
+    # --env, --config, memory pressure.
+    other = load(os.path.join(runs, "alpha.json"))
+    other["library"] = {"path": "/opt/libppipe-next.so", "env": {"PPIPE_MODE": "uring"}}
+    save(t.path("alpha-next.json"), other)
+    # (overhead.json: check_overhead's --config a= --config b= run.)
+    p = t.run(["fleet", os.path.join(runs, "alpha.json"), t.path("alpha-next.json"),
+               t.path("overhead.json")])
+    check(p.returncode == 0 and re.search(r"^  alpha .* quick +1 ", p.stdout, re.M)
+          and re.search(r"^  alpha .* quick libppipe-next PPIPE_MODE=uring +1 ", p.stdout, re.M)
+          and re.search(r" quick libdummy a +1 +- +- +- +- +1\.\d{3} ", p.stdout, re.M)
+          and re.search(r" quick libdummy b +1 +- +- +- +- +2\.\d{3} ", p.stdout, re.M),
+          f"fleet: runs of a kind: {p.stdout}")
+
+    # --json -: the JSON on stdout, the table on stderr.
+    p = t.run(["fleet", os.path.join(runs, "alpha.json"), "--json", "-"])
+    try:
+        one = json.loads(p.stdout)
+    except ValueError:
+        one = {}
+    check(p.returncode == 0 and [r["hostname"] for r in one.get("rows", [])] == ["alpha"]
+          and "  alpha " in p.stderr, f"fleet --json -: {p.stdout[:200]!r}")
+    # A fleet table is not a run; nothing readable is an error.
+    check_error(t, ["fleet", out["json"], os.path.join(runs, "junk.json")], 2,
+                ["no ppipe-compare result could be read"])
+    p = t.run(["fleet", out["json"]])
+    check("a fleet table, not a run" in p.stderr, f"fleet: its own table: {p.stderr}")
+    check_error(t, ["fleet"], 2, ["required", "FILE.json|DIR"])
+
+
 def check_pressure_and_config(t):
     """No-reclaim warning; configured tokens instead of --bench/--lib;
     medians of 3 reps."""
@@ -621,8 +1177,9 @@ def main(argv):
         print("SKIP: needs Linux and /bin/sh")
         return 77
     runner, fake, fake_stage = (os.path.abspath(a) for a in argv[1:])
+    fake_overhead = os.path.join(os.path.dirname(fake_stage), "fake-overhead.py")
     with tempfile.TemporaryDirectory(prefix="ppipe-compare-test.") as tmp:
-        t = Runner(runner, fake, fake_stage, tmp)
+        t = Runner(runner, fake, fake_stage, fake_overhead, tmp)
         try:
             a_path, doc = check_main_run(t)
             check_compare(t, a_path, doc)
@@ -630,6 +1187,8 @@ def main(argv):
             check_pipeline(t)
             check_work(t)
             check_configs(t)
+            check_overhead(t)
+            check_fleet(t, doc)
             check_pressure_and_config(t)
         except Failure as exc:
             print(f"FAIL: {exc}")

@@ -43,8 +43,23 @@ with tempfile.TemporaryDirectory() as d:
     check(doc.get("settings", {}).get("pin") == "0:0", "pinning recorded")
     results = doc.get("results", [])
     check(len(results) >= 10, f"quick matrix has its configurations ({len(results)})")
+    # The overhead matrix (ppipe-overhead, real processes): time per
+    # operation on both sides and their ratio, at least 5 repetitions.
+    overhead = [r for r in results if r.get("matrix") == "overhead"]
+    check([(r.get("case"), r.get("size")) for r in overhead]
+          == [("start", None), ("fork", None), ("exec", None), ("pipe", None), ("small", 1),
+              ("small", 128), ("shell", None)], "the overhead rows")
+    for r in overhead:
+        b, s = r["baseline"]["ns_per_op"], r["shim"]["ns_per_op"]
+        check(b > 0 and s > 0 and abs(r.get("ratio_time", 0) - s / b) < 1e-6 * max(1, s / b),
+              f"overhead {r['case']}: ns_per_op and ratio_time")
+        check(len(r["baseline"]["reps"]) == len(r["shim"]["reps"]) == 5,
+              f"overhead {r['case']}: 5 repetitions")
+    check("time ratio (lower is better)" in p.stdout, "the overhead table")
     seen = set()
     for r in results:
+        if r in overhead:
+            continue
         key = (r.get("mode"), r.get("writers"), r.get("readers"), r.get("size"), r.get("hops"))
         seen.add(key)
         for side in ("baseline", "shim"):
