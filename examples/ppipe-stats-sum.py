@@ -85,9 +85,12 @@ def plain_reason(stories):
 
 def summarise(reports):
     pipes = {}
-    for r in reports:
-        for s in pipe_stories(r):
-            pipes.setdefault(s.get("inode"), []).append(s)
+    for n, r in enumerate(reports):
+        for k, s in enumerate(pipe_stories(r)):
+            # Inode 0: a pipe that never needed its inode (it never crossed into
+            # another process, nor took a large write): its own story.
+            key = s.get("inode") or ("unknown", n, k)
+            pipes.setdefault(key, []).append(s)
     plain = {}
     for stories in pipes.values():
         acc = sum(s.get("bytes_accelerated", 0) for s in stories)

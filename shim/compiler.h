@@ -9,4 +9,21 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define PP_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
+/*
+ * State every process reads on its way through write(), fork, exec and
+ * exit, kept together in one section: the page that loading writes anyway
+ * (the options), so that a fork child reads it without a page fault.
+ */
+#define PP_HOT __attribute__((section("pp_hot")))
+
+/*
+ * Code on those paths (start-up, write below the threshold, close, dup,
+ * pipe, fork, exec, exit), kept together in .text.hot: a fork child maps
+ * none of the library's code pages (file pages are not copied at fork),
+ * so each page it runs code from is a page fault. Kept to a few pages.
+ */
+#define PP_COMMON __attribute__((section(".text.hot.ppipe")))
+/* Code that runs once, at start-up: together too, and apart from the rest. */
+#define PP_START __attribute__((section(".text.startup.ppipe")))
+
 #endif

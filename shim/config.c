@@ -53,16 +53,20 @@ struct pp_opt {
 	pp_show_fn *show; /* formats its field's current value */
 };
 
-struct pp_config pp_cfg = {
+PP_HOT unsigned int pp_used;
+
+PP_HOT struct pp_config pp_cfg = {
 /*
- * Before pp_config_load() the numeric defaults already hold and PPIPE_FDS
- * selects no fd, so anything that runs earlier passes through.
+ * The table starts out holding exactly the defaults, so that a process
+ * without PPIPE_ variables runs no parser at all. (Before the constructor,
+ * nothing is tracked anyway: libppipe is not active yet.)
  */
 #define PP_INIT_size(f, d) .f = (d),
 #define PP_INIT_int(f, d) .f = (d),
 #define PP_INIT_bool(f, d) .f = (d),
 #define PP_INIT_enum(f, d) .f = (d),
-#define PP_INIT_fdset(f, d)
+/* The one fdset option's default is "all" (test-config checks the whole table against it). */
+#define PP_INIT_fdset(f, d) .f = { .all = true },
 #define PP_INIT_string(f, d) .f = d,
 #define PP_OPT(f, e, t, d, mn, mx, nm, h) PP_INIT_##t(f, d)
 #include "options.def"
@@ -71,23 +75,23 @@ struct pp_config pp_cfg = {
 
 /* ---- small string helpers, ASCII only (no locale, no libc state) ---- */
 
-static bool pp_blank(char c)
+PP_START static bool pp_blank(char c)
 {
 	return c == ' ' || c == '\t';
 }
 
-static char pp_lower(char c)
+PP_START static char pp_lower(char c)
 {
 	return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
 }
 
-static bool pp_digit(char c)
+PP_START static bool pp_digit(char c)
 {
 	return c >= '0' && c <= '9';
 }
 
 /* Does the span @s/@n equal @word, ignoring ASCII case? */
-static bool pp_span_is(const char *s, size_t n, const char *word)
+PP_START static bool pp_span_is(const char *s, size_t n, const char *word)
 {
 	size_t i;
 
@@ -98,7 +102,7 @@ static bool pp_span_is(const char *s, size_t n, const char *word)
 }
 
 /* Trims blanks off both ends of the span. */
-static void pp_trim(const char **s, size_t *n)
+PP_START static void pp_trim(const char **s, size_t *n)
 {
 	while (*n && pp_blank(**s)) {
 		(*s)++;
@@ -109,7 +113,7 @@ static void pp_trim(const char **s, size_t *n)
 }
 
 /* Parses the leading decimal digits of the span; returns how many, 0 on overflow or none. */
-static size_t pp_span_digits(const char *s, size_t n, uint64_t *out)
+PP_START static size_t pp_span_digits(const char *s, size_t n, uint64_t *out)
 {
 	uint64_t v = 0;
 	size_t i;
@@ -125,8 +129,18 @@ static size_t pp_span_digits(const char *s, size_t n, uint64_t *out)
 	return i;
 }
 
+/* A string option's default (no vsnprintf at start-up: it is more code to map). */
+static void pp_copy_default(char *dst, size_t size, const char *d)
+{
+	size_t i = 0;
+
+	for (; i + 1 < size && d[i]; i++)
+		dst[i] = d[i];
+	dst[i] = '\0';
+}
+
 /* snprintf that never reports more than it wrote. */
-PP_PRINTF(3, 4) static size_t pp_fmt(char *buf, size_t len, const char *fmt, ...)
+PP_START PP_PRINTF(3, 4) static size_t pp_fmt(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -147,7 +161,7 @@ PP_PRINTF(3, 4) static size_t pp_fmt(char *buf, size_t len, const char *fmt, ...
  * Copies the span @s/@n for a message: control bytes become \xNN, and more
  * than @max bytes are cut with "...". Always NUL-terminates @buf.
  */
-static void pp_quote(const char *s, size_t n, size_t max, char *buf, size_t len)
+PP_START static void pp_quote(const char *s, size_t n, size_t max, char *buf, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t o = 0, i;
@@ -180,7 +194,7 @@ static void pp_quote(const char *s, size_t n, size_t max, char *buf, size_t len)
 
 /* ---- pure parsers ---- */
 
-int pp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+PP_START int pp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	unsigned int shift = 0;
 	uint64_t v;
@@ -224,7 +238,7 @@ int pp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-int pp_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+PP_START int pp_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 {
 	bool neg = false;
 	uint64_t mag;
@@ -258,7 +272,7 @@ int pp_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 	return 0;
 }
 
-int pp_parse_bool(const char *s, bool *out)
+PP_START int pp_parse_bool(const char *s, bool *out)
 {
 	static const char *const yes[] = { "1", "true", "yes", "on" };
 	static const char *const no[] = { "0", "false", "no", "off" };
@@ -281,7 +295,7 @@ int pp_parse_bool(const char *s, bool *out)
 	return -1;
 }
 
-int pp_parse_enum(const char *s, const char *const *names, unsigned int *out)
+PP_START int pp_parse_enum(const char *s, const char *const *names, unsigned int *out)
 {
 	size_t n;
 
@@ -299,7 +313,7 @@ int pp_parse_enum(const char *s, const char *const *names, unsigned int *out)
 }
 
 /* One item of an fd list: a number below PP_FDS_LIST_MAX or stdin/stdout/stderr. */
-static int pp_parse_fd_item(const char *s, size_t n, unsigned int *fd)
+PP_START static int pp_parse_fd_item(const char *s, size_t n, unsigned int *fd)
 {
 	static const char *const std[] = { "stdin", "stdout", "stderr" };
 	uint64_t v;
@@ -317,7 +331,7 @@ static int pp_parse_fd_item(const char *s, size_t n, unsigned int *fd)
 	return 0;
 }
 
-int pp_parse_fdset(const char *s, struct pp_fdset *out)
+PP_START int pp_parse_fdset(const char *s, struct pp_fdset *out)
 {
 	struct pp_fdset set;
 	size_t n;
@@ -353,7 +367,7 @@ int pp_parse_fdset(const char *s, struct pp_fdset *out)
 
 /* ---- one function per option to parse and to show its field ---- */
 
-static int pp_opt_size(const struct pp_opt *o, const char *v, uint64_t *x)
+PP_START static int pp_opt_size(const struct pp_opt *o, const char *v, uint64_t *x)
 {
 	if (pp_parse_size(v, 0, UINT64_MAX, x))
 		return -1;
@@ -362,7 +376,7 @@ static int pp_opt_size(const struct pp_opt *o, const char *v, uint64_t *x)
 	return *x < o->min_u || *x > o->max_u ? -1 : 0;
 }
 
-static int pp_opt_int(const struct pp_opt *o, const char *v, int64_t *x)
+PP_START static int pp_opt_int(const struct pp_opt *o, const char *v, int64_t *x)
 {
 	if (pp_parse_int(v, INT64_MIN, INT64_MAX, x))
 		return -1;
@@ -371,7 +385,7 @@ static int pp_opt_int(const struct pp_opt *o, const char *v, int64_t *x)
 	return *x < o->min_i || *x > o->max_i ? -1 : 0;
 }
 
-static int pp_opt_string(const struct pp_opt *o, const char *v, char *dst, size_t size)
+PP_START static int pp_opt_string(const struct pp_opt *o, const char *v, char *dst, size_t size)
 {
 	size_t n = strlen(v);
 
@@ -381,7 +395,7 @@ static int pp_opt_string(const struct pp_opt *o, const char *v, char *dst, size_
 	return 0;
 }
 
-static void pp_show_enum(const struct pp_opt *o, unsigned int v, char *buf, size_t len)
+PP_START static void pp_show_enum(const struct pp_opt *o, unsigned int v, char *buf, size_t len)
 {
 	for (unsigned int i = 0; o->names[i]; i++) {
 		if (i == v) {
@@ -392,7 +406,7 @@ static void pp_show_enum(const struct pp_opt *o, unsigned int v, char *buf, size
 	pp_fmt(buf, len, "%u", v);
 }
 
-static void pp_show_fdset(const struct pp_fdset *set, char *buf, size_t len)
+PP_START static void pp_show_fdset(const struct pp_fdset *set, char *buf, size_t len)
 {
 	size_t o = 0;
 
@@ -410,7 +424,7 @@ static void pp_show_fdset(const struct pp_fdset *set, char *buf, size_t len)
 			o += pp_fmt(buf + o, len - o, "%s%u", o ? "," : "", fd);
 }
 
-static void pp_show_string(const char *s, char *buf, size_t len)
+PP_START static void pp_show_string(const char *s, char *buf, size_t len)
 {
 	if (!*s)
 		pp_fmt(buf, len, "\"\"");
@@ -535,9 +549,9 @@ _Static_assert(ARRAY_SIZE(pp_opts) == PP_OPT_COUNT, "one row per option");
 #define PP_DEFAULT_bool(dst, d) dst = (d);
 #define PP_DEFAULT_enum(dst, d) dst = (d);
 #define PP_DEFAULT_fdset(dst, d) (void)pp_parse_fdset(d, &dst);
-#define PP_DEFAULT_string(dst, d) pp_fmt(dst, sizeof(dst), "%s", d);
+#define PP_DEFAULT_string(dst, d) pp_copy_default(dst, sizeof(dst), d);
 
-void pp_config_defaults(struct pp_config *c)
+PP_START void pp_config_defaults(struct pp_config *c)
 {
 	memset(c, 0, sizeof(*c));
 #define PP_OPT(f, e, t, d, mn, mx, nm, h) PP_DEFAULT_##t(c->f, d)
@@ -545,7 +559,7 @@ void pp_config_defaults(struct pp_config *c)
 #undef PP_OPT
 }
 
-static const char *pp_enum_name(unsigned int row, unsigned int v)
+PP_START static const char *pp_enum_name(unsigned int row, unsigned int v)
 {
 	const char *const *names = pp_opts[row].names;
 
@@ -555,17 +569,17 @@ static const char *pp_enum_name(unsigned int row, unsigned int v)
 	return "?";
 }
 
-const char *pp_mode_name(enum pp_mode m)
+PP_START const char *pp_mode_name(enum pp_mode m)
 {
 	return pp_enum_name(PP_OPT_mode, m);
 }
 
-const char *pp_readers_name(enum pp_readers r)
+PP_START const char *pp_readers_name(enum pp_readers r)
 {
 	return pp_enum_name(PP_OPT_readers, r);
 }
 
-const char *pp_thp_name(enum pp_thp t)
+PP_START const char *pp_thp_name(enum pp_thp t)
 {
 	return pp_enum_name(PP_OPT_thp, t);
 }
@@ -573,7 +587,7 @@ const char *pp_thp_name(enum pp_thp t)
 /* ---- the environment ---- */
 
 /* What a value of @o must look like, for the warning. */
-static void pp_expected(const struct pp_opt *o, char *buf, size_t len)
+PP_START static void pp_expected(const struct pp_opt *o, char *buf, size_t len)
 {
 	size_t n = 0;
 
@@ -609,14 +623,14 @@ static void pp_expected(const struct pp_opt *o, char *buf, size_t len)
 }
 
 /* Length of the name part of an environment entry. */
-static size_t pp_env_name_len(const char *e)
+PP_START static size_t pp_env_name_len(const char *e)
 {
 	const char *eq = strchr(e, '=');
 
 	return eq ? (size_t)(eq - e) : strlen(e);
 }
 
-static const struct pp_opt *pp_opt_find(const char *name, size_t n)
+PP_START static const struct pp_opt *pp_opt_find(const char *name, size_t n)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(pp_opts); i++)
 		if (strlen(pp_opts[i].env) == n && !memcmp(pp_opts[i].env, name, n))
@@ -625,7 +639,7 @@ static const struct pp_opt *pp_opt_find(const char *name, size_t n)
 }
 
 /* Edit distance between @a/@n and @b, ignoring ASCII case; @n <= PP_SUGGEST_MAX. */
-static size_t pp_distance(const char *a, size_t n, const char *b)
+PP_START static size_t pp_distance(const char *a, size_t n, const char *b)
 {
 	size_t row[PP_SUGGEST_MAX + 1], m = strlen(b);
 
@@ -651,7 +665,7 @@ static size_t pp_distance(const char *a, size_t n, const char *b)
 }
 
 /* The option an unknown name was probably meant to be, or NULL. */
-static const char *pp_suggest(const char *name, size_t n)
+PP_START static const char *pp_suggest(const char *name, size_t n)
 {
 	const char *best = NULL;
 	size_t best_d = 3; /* suggest only within two edits */
@@ -669,7 +683,7 @@ static const char *pp_suggest(const char *name, size_t n)
 	return best;
 }
 
-static void pp_warn_unknown(char *const *envp, size_t idx)
+PP_START static void pp_warn_unknown(char *const *envp, size_t idx)
 {
 	const char *e = envp[idx], *hint;
 	size_t n = pp_env_name_len(e);
@@ -692,7 +706,7 @@ static void pp_warn_unknown(char *const *envp, size_t idx)
 		pp_warn("%s is not a libppipe option, ignored", shown);
 }
 
-static void pp_warn_bad(const struct pp_opt *o, const char *v)
+PP_START static void pp_warn_bad(const struct pp_opt *o, const char *v)
 {
 	char shown[PP_QUOTE_MAX + 16], expect[192], now[64];
 
@@ -703,12 +717,12 @@ static void pp_warn_bad(const struct pp_opt *o, const char *v)
 }
 
 /* Is a PPIPE_STATS value a path (rather than off or stderr)? */
-static bool pp_stats_is_path(const char *s)
+PP_START static bool pp_stats_is_path(const char *s)
 {
 	return s[0] && strcmp(s, "0") && strcmp(s, "1");
 }
 
-void pp_config_load_env(char *const *envp, bool secure)
+PP_START void pp_config_load_env(char *const *envp, bool secure)
 {
 	bool seen[ARRAY_SIZE(pp_opts)] = { false };
 	char dropped[PP_QUOTE_MAX + 16] = "";
@@ -750,12 +764,18 @@ void pp_config_load_env(char *const *envp, bool secure)
 	}
 }
 
-void pp_config_load(char *const *envp)
+PP_START void pp_config_load(char *const *envp)
 {
-	pp_config_load_env(envp, getauxval(AT_SECURE) != 0);
+	/* No PPIPE_ variable (nearly every process): the table's initial values are the defaults. */
+	for (char *const *e = envp; e && *e; e++) {
+		if ((*e)[0] == 'P' && !strncmp(*e, "PPIPE_", 6)) {
+			pp_config_load_env(envp, getauxval(AT_SECURE) != 0);
+			return;
+		}
+	}
 }
 
-void pp_config_dump(int fd)
+PP_START void pp_config_dump(int fd)
 {
 	char line[6 * PP_FDS_LIST_MAX + 512];
 	long pid = syscall(SYS_getpid);

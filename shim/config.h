@@ -50,6 +50,29 @@ struct pp_config {
 extern struct pp_config pp_cfg;
 
 /*
+ * What this process has used so far. The fork handlers, exec and exit
+ * look here first and skip what was never used: they run in every
+ * process libppipe is loaded into, and a page read for nothing in a fork
+ * child is a page fault.
+ */
+enum pp_used_bit {
+	PP_USED_ENGINE = 1, /* the write engine ran: probe, rings, pool, huge pages, PSI */
+	PP_USED_STATS = 2, /* counters were folded into the process totals */
+	PP_USED_PIPES = 4, /* a pipe object was made */
+	PP_USED_URING = 8, /* write-behind's service was asked for */
+};
+extern unsigned int pp_used;
+static inline void pp_mark_used(unsigned int bit)
+{
+	if (!(__atomic_load_n(&pp_used, __ATOMIC_RELAXED) & bit))
+		__atomic_fetch_or(&pp_used, bit, __ATOMIC_RELAXED);
+}
+static inline bool pp_was_used(unsigned int bit)
+{
+	return __atomic_load_n(&pp_used, __ATOMIC_RELAXED) & bit;
+}
+
+/*
  * Parses the PPIPE_* variables of @envp (NULL-terminated, like environ)
  * into pp_cfg. Never fails: a bad value prints one line on stderr naming
  * the variable, the value and what is used instead. Calls no function

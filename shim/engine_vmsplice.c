@@ -169,7 +169,7 @@ static int op_pin(struct write_op *op)
 	if (pin < 0)
 		return pin == -EBADF ? -ESTALE : (int)pin;
 	if (pp_fdt_epoch(op->fd) != op->epoch || pp_sys_pipe_ino((int)pin, &ino) ||
-	    ino != op->p->ino) {
+	    ino != pp_pipe_ino(op->p)) {
 		pp_sys_close((int)pin);
 		return -ESTALE;
 	}
@@ -560,6 +560,10 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	int idx = 0;
 	long ret;
 
+	pp_mark_used(PP_USED_ENGINE);
+	/* The inode every check of the fd compares against: pipe() did not ask. */
+	if (unlikely(!pp_pipe_ino(p)) && !pp_fdt_learn_ino(p, fd))
+		return decline(p, "its inode could not be had");
 	/* While another thread runs the start-up probe, this write just takes the real call. */
 	if (!pp_engine_ready())
 		return pp_engine_decided() ? decline(p, pp_engine_reason()) :
@@ -582,7 +586,14 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	} else if (pp_pipe_nonblock(p)) {
 		return fall_back(p, "non-blocking write end");
 	}
-	capacity = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
+	capacity = __atomic_load_n(&pp_pipe_sh(p)->capacity_max, __ATOMIC_RELAXED);
+	/* Not known yet: pipe() does not ask (most pipes never see a large write). */
+	if (!capacity) {
+		long cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
+
+		pp_pipe_note_capacity(p, cap > 0 ? (int)cap : 0);
+		capacity = cap > 0 ? (uint32_t)cap : 0;
+	}
 	if (pp_cfg.mode == PP_MODE_URING) {
 		/*
 		 * Write-behind: into the staging pipe, which passes it on in
@@ -597,7 +608,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		if (op.st) {
 			uint64_t ino;
 
-			if (pp_sys_pipe_ino(fd, &ino) || ino != p->ino) {
+			if (pp_sys_pipe_ino(fd, &ino) || ino != pp_pipe_ino(p)) {
 				op_put_stage(&op);
 				pp_stage_wait(p);
 				pp_pipe_mark_unsafe(p,
@@ -646,9 +657,10 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		/* The reuse checks ask the file too: after a first call, the pinned one. */
 		if (op.calls && !op.st && (ret = op_ensure_pin(&op)))
 			break;
-		roff = op.st ? pp_ring_reserve(r, chunk, op.st->tfd, op.st->sfd_w, p->ino, capacity,
-					       &checks) :
-			       pp_ring_reserve(r, chunk, op.wfd, -1, p->ino, capacity, &checks);
+		roff = op.st ? pp_ring_reserve(r, chunk, op.st->tfd, op.st->sfd_w, pp_pipe_ino(p),
+					       capacity, &checks) :
+			       pp_ring_reserve(r, chunk, op.wfd, -1, pp_pipe_ino(p), capacity,
+					       &checks);
 		if (roff == PP_RING_MOVED) {
 			/*
 			 * The fd was switched to another object behind our

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "exec.h"
 
+#include "compiler.h"
+#include "fault.h"
 #include "fdtable.h"
 #include "init.h"
 #include "log.h"
@@ -59,6 +61,7 @@ static int for_each_open_fd(void (*fn)(int, void *), void *arg)
 
 struct inherited {
 	uint64_t inos[PP_EXEC_MAX_PIPES];
+	struct pp_shared *slots[PP_EXEC_MAX_PIPES];
 	int n;
 	bool any_fd; /* close-on-exec fds count too (spawn file actions) */
 };
@@ -68,19 +71,16 @@ static void mark_slot_unsafe(struct pp_shared *s)
 	__atomic_store_n(&s->unsafe, 1, __ATOMIC_RELEASE);
 }
 
-/* A registered pipe whose end survives the exec. */
-static void note_inherited(int fd, void *arg)
+/* Whether @fd survives the exec (close-on-exec fds do not, but with spawn file actions). */
+static bool survives(const struct inherited *in, int fd)
 {
-	struct inherited *in = arg;
 	long fl = pp_sys_fcntl(fd, F_GETFD, 0);
-	struct pp_shared *s;
-	uint64_t ino;
 
-	if (fl < 0 || (!in->any_fd && (fl & FD_CLOEXEC)) || pp_sys_pipe_ino(fd, &ino))
-		return;
-	s = pp_reg_find(ino);
-	if (!s)
-		return;
+	return fl >= 0 && (in->any_fd || !(fl & FD_CLOEXEC));
+}
+
+static void note_ino(struct inherited *in, uint64_t ino, struct pp_shared *s)
+{
 	for (int i = 0; i < in->n; i++)
 		if (in->inos[i] == ino)
 			return;
@@ -88,10 +88,50 @@ static void note_inherited(int fd, void *arg)
 		mark_slot_unsafe(s); /* more than a record describes */
 		return;
 	}
+	in->slots[in->n] = s;
 	in->inos[in->n++] = ino;
 }
 
-static void mark_all(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
+/* From the kernel's list of fds: any registered pipe whose end survives the exec. */
+static void note_inherited(int fd, void *arg)
+{
+	struct inherited *in = arg;
+	struct pp_shared *s;
+	uint64_t ino;
+
+	if (!survives(in, fd) || pp_sys_pipe_ino(fd, &ino))
+		return;
+	s = pp_reg_find(ino);
+	if (s)
+		note_ino(in, ino, s);
+}
+
+/* From the fd table: a pipe of ours in the registry whose end survives the exec. */
+PP_COMMON static void note_tracked(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
+{
+	struct inherited *in = arg;
+
+	(void)end;
+	if (p->shared && survives(in, fd))
+		note_ino(in, pp_pipe_ino(p), pp_pipe_sh(p));
+}
+
+/*
+ * The registered pipes whose ends the new image gets. Every pipe end this
+ * process has is in the fd table, but those it inherited through exec
+ * and has not needed yet, and but in a vfork child (the table is its
+ * parent's, which the child's dup2() and close() do not change): then the
+ * kernel's list is read instead (/proc/self/fd). Returns 0 or -errno.
+ */
+static int find_inherited(struct inherited *in)
+{
+	if (pp_reg_claimed_left() || pp_in_vfork_child())
+		return for_each_open_fd(note_inherited, in);
+	pp_fdt_for_each(note_tracked, in);
+	return 0;
+}
+
+PP_COMMON static void mark_all(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 {
 	(void)fd;
 	(void)end;
@@ -99,7 +139,7 @@ static void mark_all(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 	pp_pipe_mark_unsafe(p, "inherited across an exec libppipe could not describe");
 }
 
-size_t pp_exec_env_slots(char *const envp[])
+PP_COMMON size_t pp_exec_env_slots(char *const envp[])
 {
 	size_t n = 0;
 
@@ -108,19 +148,53 @@ size_t pp_exec_env_slots(char *const envp[])
 	return n + 2;
 }
 
-static const char *base_name(const char *path)
+/* Whether @s names a file whose name contains "libppipe" on a line of its own words. */
+PP_COMMON bool pp_preload_list_names_us(const char *s)
 {
-	const char *b = path ? strrchr(path, '/') : NULL;
+	for (const char *w = s; *w;) {
+		const char *end = w;
 
-	return b ? b + 1 : path ? path : "";
+		while (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != ':')
+			end++;
+		for (const char *c = w; c + 8 <= end; c++)
+			if (!memcmp(c, "libppipe", 8))
+				return true;
+		w = *end ? end + 1 : end;
+	}
+	return false;
+}
+
+/*
+ * Whether /etc/ld.so.preload loads libppipe into every program of this
+ * mount namespace (a host or a container image that turns it on for
+ * all). Read once, with raw system calls (this may be a vfork child).
+ */
+PP_COMMON bool pp_exec_system_preload(void)
+{
+	static int known; /* 0 unknown, 1 no, 2 yes */
+	int k = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+
+	if (!k) {
+		char buf[4096];
+		long fd = PP_SYSCALL(SYS_openat, AT_FDCWD, "/etc/ld.so.preload",
+				     O_RDONLY | O_CLOEXEC);
+		long n = fd >= 0 ? PP_SYSCALL(SYS_read, (int)fd, buf, sizeof(buf) - 1) : -1;
+
+		if (fd >= 0)
+			pp_sys_close((int)fd);
+		buf[n > 0 ? n : 0] = 0;
+		k = pp_preload_list_names_us(buf) ? 2 : 1;
+		__atomic_store_n(&known, k, __ATOMIC_RELEASE);
+	}
+	return k == 2;
 }
 
 /*
  * @spawn: the image will be a child posix_spawn() makes (this process
  * stays), and with @any_fd its file actions may hand it any fd.
  */
-static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out,
-		      bool spawn, bool any_fd)
+PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[],
+				char **out, bool spawn, bool any_fd)
 {
 	struct inherited in = { .n = 0, .any_fd = any_fd };
 	bool preload = false;
@@ -130,17 +204,19 @@ static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[
 	x->charge.fd = -1;
 	x->released = false;
 	x->spawn = spawn;
-	if (!pp_active())
+	/* No pipe of ours: nothing can leave with the new image. No system call. */
+	if (!pp_active() || (!pp_pipes_live() && !pp_reg_claimed_left()))
 		return (char **)envp;
-	if (for_each_open_fd(note_inherited, &in) ||
-	    pp_reg_exec_begin(&x->charge, base_name(path), in.inos, in.n, spawn)) {
+	/* A vfork child's were shared before the vfork (its memory is its parent's). */
+	if (!pp_in_vfork_child()) {
+		pp_fdt_learn_all();
+		pp_pipes_share_all();
+	}
+	if (find_inherited(&in) ||
+	    pp_reg_exec_begin(&x->charge, pp_base_name(path), in.slots, in.inos, in.n, spawn)) {
 		/* The new image cannot be described: what it gets turns plain. */
-		for (int i = 0; i < in.n; i++) {
-			struct pp_shared *s = pp_reg_find(in.inos[i]);
-
-			if (s)
-				mark_slot_unsafe(s);
-		}
+		for (int i = 0; i < in.n; i++)
+			mark_slot_unsafe(in.slots[i]);
 		if (pp_in_vfork_child())
 			pp_fdt_for_each(mark_all, NULL); /* our table is the parent's */
 		else
@@ -150,17 +226,21 @@ static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[
 	/* A vfork child, or a spawning parent, keeps its holds. */
 	if (!spawn && !pp_in_vfork_child()) {
 		pp_pipes_exec_release();
+		pp_reg_claimed_hold(-1);
 		x->released = true;
 	}
 	/*
-	 * The registry's variable goes only where a preload may read it: a
-	 * program whose environment has no LD_PRELOAD cannot confirm anything
-	 * (its pipes stay pending, plain), and should not see our variable.
+	 * The registry's variable goes only where libppipe may start and read
+	 * it: an environment with LD_PRELOAD, or any image when libppipe is
+	 * preloaded system-wide. A program that never runs libppipe cannot
+	 * confirm anything (its pipes stay pending, plain), and should not see
+	 * our variable.
 	 */
+	preload = pp_exec_system_preload();
 	for (size_t i = 0; envp && envp[i]; i++) {
-		if (!strncmp(envp[i], "LD_PRELOAD=", 11))
+		if (pp_has_prefix(envp[i], "LD_PRELOAD="))
 			preload = true;
-		if (strncmp(envp[i], REG_VAR, sizeof(REG_VAR) - 1))
+		if (!pp_has_prefix(envp[i], REG_VAR))
 			out[k++] = envp[i];
 	}
 	if (preload)
@@ -173,21 +253,22 @@ static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[
  * The new image writes after what this one staged (stage.h), and exec
  * ends the service: deliver first.
  */
-char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out)
+PP_COMMON char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[],
+				 char **out)
 {
 	/* A vfork child's exec leaves the parent and its service in place. */
-	pp_stages_flush_all(pp_vfork_other_process());
+	pp_stages_flush_all(pp_in_vfork_child());
 	return prepare(x, path, envp, out, false, false);
 }
 
-char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
-			     char **out, bool any_fd)
+PP_COMMON char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
+				       char **out, bool any_fd)
 {
 	pp_stages_flush_all(true);
 	return prepare(x, path, envp, out, true, any_fd);
 }
 
-void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child)
+PP_COMMON void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child)
 {
 	int saved = errno;
 
@@ -198,75 +279,166 @@ void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child)
 	errno = saved;
 }
 
-void pp_exec_failed(struct pp_exec_ctx *x)
+PP_COMMON void pp_exec_failed(struct pp_exec_ctx *x)
 {
 	int saved = errno;
 
-	if (x->released)
+	if (x->released) {
 		pp_pipes_exec_reacquire();
+		pp_reg_claimed_hold(1);
+	}
 	pp_reg_exec_failed(&x->charge);
 	x->released = false;
 	errno = saved;
 }
 
-/* ---- at start-up ---- */
+/* ---- at start-up, and when an inherited end is first needed ---- */
 
-struct adopted {
-	struct {
-		uint64_t ino;
-		struct pp_pipe *p;
-	} seen[64];
-	int n;
-};
-
-/*
- * Takes over one fd of a registered pipe. Whatever stops that makes the
- * pipe unsafe for good: the claim that follows would otherwise vouch for
- * an end whose splice() and tee() this image does not see.
- */
-static void adopt_fd(int fd, void *arg)
+PP_START bool pp_exec_inherited(char **envp)
 {
-	struct adopted *a = arg;
-	struct pp_shared *s;
-	struct pp_pipe *p = NULL;
-	uint64_t ino;
-	long fl, cap;
+	for (char **e = envp; e && *e; e++)
+		if (!strncmp(*e, REG_VAR, sizeof(REG_VAR) - 1))
+			return true;
+	return false;
+}
 
-	if (pp_sys_pipe_ino(fd, &ino) || !(s = pp_reg_find(ino)))
+PP_START void pp_exec_forget_inherited(char **envp)
+{
+	char **w = envp;
+
+	for (char **e = envp; e && *e; e++)
+		if (!pp_has_prefix(*e, REG_VAR))
+			*w++ = *e;
+	if (w)
+		*w = NULL;
+}
+
+PP_HOT int pp_exec_takeover_armed;
+
+/* What this image made of the registry it was started with (PPIPE_DEBUG says why pipes stay plain). */
+enum inherit_state { INHERIT_NONE, INHERIT_UNUSABLE, INHERIT_UNCLAIMED, INHERIT_CLAIMED };
+static int inherit_state;
+
+PP_START void pp_exec_start(char **envp)
+{
+	int n;
+
+	if (pp_reg_join(envp)) {
+		inherit_state = INHERIT_UNUSABLE;
+		pp_debug("the pipe registry this program was started with cannot be used: "
+			 "its inherited pipes stay plain");
 		return;
-	for (int i = 0; i < a->n && !p; i++)
-		if (a->seen[i].ino == ino)
-			p = a->seen[i].p;
-	if (!p && a->n < (int)(sizeof(a->seen) / sizeof(a->seen[0]))) {
-		cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
-		p = pp_pipe_adopt(ino, cap > 0 ? (int)cap : 0);
-		if (p) {
-			a->seen[a->n].ino = ino;
-			a->seen[a->n++].p = p;
+	}
+	n = pp_reg_exec_claim();
+	inherit_state = n < 0 ? INHERIT_UNCLAIMED : INHERIT_CLAIMED;
+	if (n > 0)
+		__atomic_store_n(&pp_exec_takeover_armed, 1, __ATOMIC_RELEASE);
+	if (n < 0)
+		pp_debug("pipe registry joined, but the exec record is not this image's: "
+			 "its inherited pipes stay plain");
+	else
+		pp_debug(
+			"joined the pipe registry: %d inherited pipe(s), taken over when first used",
+			n);
+}
+
+const char *pp_exec_why_plain(void)
+{
+	switch (inherit_state) {
+	case INHERIT_UNUSABLE:
+		return "and the pipe registry this program was started with cannot be used";
+	case INHERIT_UNCLAIMED:
+		return "and the exec record naming this program was not its own (started late, or "
+		       "through a program without libppipe)";
+	case INHERIT_CLAIMED:
+		return "but not among the pipes the exec that started this program handed over";
+	default:
+		return "from a program without libppipe, or from outside this process tree: "
+		       "its readers are unknown";
+	}
+}
+
+/* Inherited pipes already taken over, by inode: their other fds join the same object. */
+static struct {
+	uint64_t ino;
+	uint32_t index, gen;
+} taken[PP_EXEC_MAX_PIPES];
+PP_HOT static int ntaken;
+
+static struct pp_pipe *taken_pipe(uint64_t ino)
+{
+	for (int i = 0; i < __atomic_load_n(&ntaken, __ATOMIC_ACQUIRE); i++) {
+		struct pp_pipe *p;
+
+		if (taken[i].ino != ino || !(p = pp_pipe_at(taken[i].index)))
+			continue;
+		if (pp_pipe_enter(p)) {
+			if (pp_pipe_gen(p) == taken[i].gen && pp_pipe_ino(p) == ino)
+				return p;
+			pp_pipe_leave(p);
+		}
+	}
+	return NULL;
+}
+
+PP_COMMON struct pp_pipe *pp_exec_take_over(int fd, enum pp_end *end)
+{
+	struct pp_pipe *p;
+	struct pp_shared *s;
+	uint64_t ino;
+	long fl, slot;
+
+	if (likely(!pp_reg_claimed_left() && !__atomic_load_n(&ntaken, __ATOMIC_RELAXED)) ||
+	    pp_in_vfork_child() || pp_fdt_init() || pp_fdt_is_plain(fd))
+		return NULL;
+	if (pp_sys_pipe_ino(fd, &ino)) {
+		pp_fdt_mark_plain(fd);
+		return NULL;
+	}
+	p = taken_pipe(ino);
+	if (!p) {
+		slot = pp_reg_claimed_take(ino);
+		if (slot < 0) {
+			pp_fdt_mark_plain(fd); /* not a pipe this image was handed */
+			return NULL;
+		}
+		s = pp_reg_slot_at(slot, ino);
+		p = s && !pp_fault(PP_FAULT_ADOPT) ? pp_pipe_adopt(ino, s) : NULL;
+		if (!p) {
+			/* Its splice() and tee() would go unseen: plain, for every process. */
+			if (s) {
+				mark_slot_unsafe(s);
+				pp_reg_put(s);
+			}
+			return NULL;
+		}
+		if (!pp_pipe_enter(p))
+			return NULL;
+		{
+			int k = __atomic_load_n(&ntaken, __ATOMIC_RELAXED);
+
+			if (k < PP_EXEC_MAX_PIPES) {
+				taken[k].ino = ino;
+				taken[k].index = pp_pipe_index(p);
+				taken[k].gen = pp_pipe_gen(p);
+				__atomic_store_n(&ntaken, k + 1, __ATOMIC_RELEASE);
+			}
 		}
 	}
 	fl = pp_sys_fcntl(fd, F_GETFL, 0);
-	if (!p || fl < 0 || fd >= pp_fdt_size()) {
-		mark_slot_unsafe(s);
-		return;
+	if (fl < 0 || fd >= pp_fdt_size()) {
+		pp_pipe_mark_unsafe(p, "an inherited end libppipe cannot follow");
+		pp_pipe_leave(p);
+		return NULL;
 	}
-	if ((fl & O_ACCMODE) == O_RDONLY) {
-		pp_fdt_set(fd, p, PP_END_READ);
-		return;
+	*end = (fl & O_ACCMODE) == O_RDONLY ? PP_END_READ : PP_END_WRITE;
+	if (*end == PP_END_WRITE) {
+		if (fl & O_DIRECT)
+			pp_pipe_mark_unsafe(p, "packet mode (O_DIRECT)");
+		pp_pipe_set_nonblock(p, fl & O_NONBLOCK);
 	}
-	if (fl & O_DIRECT)
-		pp_pipe_mark_unsafe(p, "packet mode (O_DIRECT)");
-	pp_pipe_set_nonblock(p, fl & O_NONBLOCK);
-	pp_fdt_set(fd, p, PP_END_WRITE);
-}
-
-void pp_exec_adopt(void)
-{
-	struct adopted a = { .n = 0 };
-
-	/* Every end first (so our splice() and tee() see them), then the claim. */
-	if (for_each_open_fd(adopt_fd, &a))
-		return;
-	pp_reg_exec_claim();
-	pp_debug("joined the pipe registry: %d inherited pipe(s) taken over", a.n);
+	pp_fdt_set(fd, p, *end);
+	pp_debug("pipe inode %llu (fd %d): inherited %s end taken over", (unsigned long long)ino,
+		 fd, *end == PP_END_READ ? "read" : "write");
+	return p;
 }

@@ -11,6 +11,7 @@
 #ifndef PP_EXEC_H
 #define PP_EXEC_H
 
+#include "pipe.h"
 #include "registry.h"
 
 #include <stdbool.h>
@@ -45,7 +46,40 @@ char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *cons
 			     char **out, bool any_fd);
 void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child);
 
-/* At start-up: take over the pipe ends this image inherited. */
-void pp_exec_adopt(void);
+/*
+ * Whether /etc/ld.so.preload names libppipe (read once): then every
+ * dynamically linked program exec'd here runs it too.
+ */
+bool pp_exec_system_preload(void);
+/* Whether a preload list (ld.so.preload's text, LD_PRELOAD's value) names libppipe. */
+bool pp_preload_list_names_us(const char *s);
+/* Whether @envp carries a registry from the image that exec'd this one. */
+bool pp_exec_inherited(char **envp);
+/*
+ * At start-up, when @envp carries one: joins the registry and claims this
+ * image's exec record (the pipes it was handed stop being pending). The
+ * pipe ends themselves are taken over when first needed.
+ */
+void pp_exec_start(char **envp);
+/*
+ * Removes the registry's variable from @envp (start-up, before any thread
+ * of the program runs): it is for libppipe only.
+ */
+void pp_exec_forget_inherited(char **envp);
+/*
+ * Set once this image holds pipe ends it was handed and may take over:
+ * until then pp_exec_take_over() has nothing to look at.
+ */
+extern int pp_exec_takeover_armed;
+
+/* Why an inherited pipe that is not taken over stays plain (PPIPE_DEBUG). */
+const char *pp_exec_why_plain(void);
+/*
+ * Takes over @fd if it is an end of a pipe this image was handed (its
+ * first large write, splice, tee, F_SETFL...): returns the pipe, entered,
+ * and its end, or NULL (the fd is not one, or nothing is left to take
+ * over: then one load and no system call). Not in a vfork child.
+ */
+struct pp_pipe *pp_exec_take_over(int fd, enum pp_end *end);
 
 #endif

@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "log.h"
 #include "pipe.h"
+#include "sys.h"
 
 #include <string.h>
 
@@ -52,9 +53,34 @@ void pp_explain_fallback(struct pp_pipe *p, const char *kind)
 			      kind);
 }
 
+/* Inherited pipes already explained, by inode (more than this are explained each time). */
+#define TOLD 32
+static uint64_t told[TOLD];
+
+void pp_explain_untracked(int fd, const char *why)
+{
+	uint64_t ino;
+
+	if (pp_sys_pipe_ino(fd, &ino))
+		return;
+	for (int i = 0; i < TOLD; i++) {
+		uint64_t cur = __atomic_load_n(&told[i], __ATOMIC_ACQUIRE);
+
+		if (cur == ino)
+			return;
+		if (!cur && __atomic_compare_exchange_n(&told[i], &cur, ino, false,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+		if (cur == ino)
+			return;
+	}
+	pp_debug("pipe inode %llu (fd %d): plain writes: inherited, %s", (unsigned long long)ino,
+		 fd, why);
+}
+
 void pp_explain_path(struct pp_pipe *p, int fd, ssize_t r)
 {
-	unsigned long long ino = (unsigned long long)p->ino;
+	unsigned long long ino = (unsigned long long)pp_pipe_ino(p);
 	const char *why;
 
 	if (__atomic_load_n(&p->path_told, __ATOMIC_RELAXED) ||
@@ -74,5 +100,9 @@ void pp_explain_path(struct pp_pipe *p, int fd, ssize_t r)
 void pp_explain_after_fork_child(void)
 {
 	for (int i = 0; i < KINDS; i++)
-		kinds[i].said = 0;
+		if (kinds[i].said)
+			kinds[i].said = 0;
+	for (int i = 0; i < TOLD; i++)
+		if (told[i])
+			told[i] = 0;
 }

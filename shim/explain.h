@@ -28,6 +28,14 @@ void pp_explain_fallback(struct pp_pipe *p, const char *kind);
  */
 void pp_explain_path(struct pp_pipe *p, int fd, ssize_t r);
 
+/*
+ * A write at or above PPIPE_MIN_WRITE to @fd, which is no pipe libppipe
+ * tracks, took the real call: if @fd is a pipe this program inherited,
+ * says once per pipe why it stays plain (@why, from exec.h). Call only
+ * with PPIPE_DEBUG.
+ */
+void pp_explain_untracked(int fd, const char *why);
+
 /* In a fork child: the child says everything once more, for itself. */
 void pp_explain_after_fork_child(void);
 

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "fault.h"
 
+#include "compiler.h"
 #include "log.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-int pp_fault_armed;
+PP_HOT int pp_fault_armed;
 int pp_fault_thp_slow = -1;
 
 static const char *const site_names[PP_FAULT_SITES] = {
@@ -30,7 +31,7 @@ static struct {
 	unsigned long hits;
 } sites[PP_FAULT_SITES];
 
-static int parse_err(const char *s, size_t n)
+PP_START static int parse_err(const char *s, size_t n)
 {
 	char *end;
 	long v;
@@ -43,7 +44,7 @@ static int parse_err(const char *s, size_t n)
 }
 
 /* One SITE:ERRNO:N item of @len bytes. Returns false if it is not one. */
-static bool parse_item(const char *s, size_t len)
+PP_START static bool parse_item(const char *s, size_t len)
 {
 	const char *c1 = memchr(s, ':', len), *c2;
 	char *end;
@@ -64,7 +65,7 @@ static bool parse_item(const char *s, size_t len)
 	return true;
 }
 
-void pp_fault_init(char *const *envp)
+PP_START void pp_fault_init(char *const *envp)
 {
 	static const char var[] = "PPIPE_TEST_FAULT=", slow[] = "PPIPE_TEST_THP_SLOW=";
 	const char *v = NULL;

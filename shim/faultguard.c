@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "faultguard.h"
 
+#include "compiler.h"
 #include "log.h"
+#include "once.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -11,8 +13,8 @@
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 
-static sigaction_fn real_sigaction;
-static bool ready;
+PP_HOT static sigaction_fn real_sigaction;
+PP_HOT static int installed; /* enum pp_once: the handlers are in place */
 /* The application's view of SIGSEGV ([0]) and SIGBUS ([1]). */
 static struct sigaction app_act[2];
 static int app_lock;
@@ -83,27 +85,58 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	forward(sig, si, uc);
 }
 
-void pp_faultguard_init(void)
+PP_START void pp_faultguard_bind(void)
+{
+	if (!real_sigaction)
+		real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+}
+
+/*
+ * Puts our handler in place of the application's, which it records. Under
+ * the lock pp_sigaction() takes, so that a handler the application
+ * installs meanwhile is either recorded or the one recorded here.
+ */
+static bool install(void)
 {
 	/* SA_NODEFER and an empty mask: leaving by siglongjmp restores nothing. */
 	struct sigaction ours = { .sa_sigaction = on_fault,
 				  .sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | SA_RESTART };
+	struct sigaction old[2];
+	sigset_t saved;
+	bool ok;
 
-	real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
 	if (!real_sigaction)
-		return;
+		return false;
 	sigemptyset(&ours.sa_mask);
-	if (real_sigaction(SIGSEGV, &ours, &app_act[0]) ||
-	    real_sigaction(SIGBUS, &ours, &app_act[1])) {
-		pp_debug("cannot install the fault handler: source buffers are checked by madvise");
-		return;
+	lock_app(&saved);
+	ok = !real_sigaction(SIGSEGV, &ours, &old[0]);
+	if (ok && real_sigaction(SIGBUS, &ours, &old[1])) {
+		real_sigaction(SIGSEGV, &old[0], NULL);
+		ok = false;
 	}
-	__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+	if (ok) {
+		app_act[0] = old[0];
+		app_act[1] = old[1];
+	}
+	unlock_app(&saved);
+	if (!ok)
+		pp_debug("cannot install the fault handler: source buffers are checked by madvise");
+	return ok;
 }
 
 bool pp_faultguard_ready(void)
 {
-	return __atomic_load_n(&ready, __ATOMIC_ACQUIRE);
+	enum pp_once s = pp_once_begin(&installed);
+
+	if (s != PP_ONCE_UNKNOWN)
+		return s == PP_ONCE_YES;
+	pp_once_end(&installed, install());
+	return __atomic_load_n(&installed, __ATOMIC_ACQUIRE) == PP_ONCE_YES;
+}
+
+static bool handlers_in_place(void)
+{
+	return __atomic_load_n(&installed, __ATOMIC_ACQUIRE) == PP_ONCE_YES;
 }
 
 /* Out of line, so nothing it changes lives across the jump in pp_copy_guarded. */
@@ -141,25 +174,33 @@ int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, s
 	return 0;
 }
 
-int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+PP_COMMON int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int slot = slot_of(sig);
 	sigset_t saved;
 
+	int r = 0;
+
+	pp_faultguard_bind();
 	if (!real_sigaction)
-		real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
-	if (slot < 0 || !pp_faultguard_ready())
-		return real_sigaction ? real_sigaction(sig, act, old) : (errno = ENOSYS, -1);
+		return errno = ENOSYS, -1;
+	if (slot < 0)
+		return real_sigaction(sig, act, old);
+	/* Recorded once our handler is in place; until then, the kernel's own. */
 	lock_app(&saved);
-	if (old)
-		*old = app_act[slot];
-	if (act)
-		app_act[slot] = *act;
+	if (handlers_in_place()) {
+		if (old)
+			*old = app_act[slot];
+		if (act)
+			app_act[slot] = *act;
+	} else {
+		r = real_sigaction(sig, act, old);
+	}
 	unlock_app(&saved);
-	return 0;
+	return r;
 }
 
-__sighandler_t pp_signal(int sig, __sighandler_t handler)
+PP_COMMON __sighandler_t pp_signal(int sig, __sighandler_t handler)
 {
 	struct sigaction act = { .sa_handler = handler, .sa_flags = SA_RESTART }, old;
 

@@ -8,7 +8,8 @@
  * application's handler (or the default action) exactly as if libppipe
  * were not there. sigaction() and signal() are interposed for these two
  * signals so the application's handlers are recorded, not installed over
- * ours; a process that installs handlers with the raw system call
+ * ours (once ours are in place: they are installed at the first
+ * accelerated write, not at load); a process that installs handlers with the raw system call
  * bypasses this, and then a bad buffer crashes it as memcpy would.
  */
 #ifndef PP_FAULTGUARD_H
@@ -19,9 +20,13 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
-/* Installs the handlers (constructor). */
-void pp_faultguard_init(void);
-/* True once the handlers are in place. */
+/* Looks up libc's sigaction (constructor: no system call). */
+void pp_faultguard_bind(void);
+/*
+ * True once the handlers are in place; the first call (the first
+ * accelerated write) installs them. Async-signal-safe; false while
+ * another thread installs them, or if they cannot be installed.
+ */
 bool pp_faultguard_ready(void);
 
 /*

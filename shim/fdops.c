@@ -3,6 +3,7 @@
 
 #include "compiler.h"
 #include "config.h"
+#include "exec.h"
 #include "fdtable.h"
 #include "init.h"
 #include "log.h"
@@ -27,17 +28,17 @@
 static void track_new_pipe(const int fds[2], int flags)
 {
 	struct pp_pipe *p;
-	uint64_t ino;
-	long cap;
 
 	if (!pp_active() || (flags & O_DIRECT) || pp_in_vfork_child() || pp_fdt_init())
 		return;
 	if (!pp_fd_selected(fds[1]))
 		return;
-	if (pp_sys_pipe_ino(fds[1], &ino))
-		return;
-	cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fds[1], F_GETPIPE_SZ, 0);
-	p = pp_pipe_new(ino, true, cap > 0 ? (int)cap : 0);
+	/*
+	 * No system call: the inode and the capacity wait until the pipe
+	 * needs them (its first large write, or crossing into another
+	 * process). Most pipes never do.
+	 */
+	p = pp_pipe_new(0, true, 0);
 	if (!p)
 		return;
 	p->accel = true;
@@ -47,7 +48,7 @@ static void track_new_pipe(const int fds[2], int flags)
 	pp_fdt_set(fds[1], p, PP_END_WRITE);
 }
 
-int pp_pipe2(int fds[2], int flags)
+PP_COMMON int pp_pipe2(int fds[2], int flags)
 {
 	int r = real_pipe2(fds, flags);
 
@@ -66,7 +67,7 @@ int pp_pipe2(int fds[2], int flags)
  * stage, whose dup would hold up the readers' EOF; an fd that is one of
  * the stages' own goes the same way. Returns the deferred error, or 0.
  */
-static int closing_pipe(int fd)
+PP_COMMON static int closing_pipe(int fd)
 {
 	enum pp_end end;
 	struct pp_pipe *p = pp_fdt_enter(fd, &end);
@@ -80,7 +81,7 @@ static int closing_pipe(int fd)
 	return e;
 }
 
-static int closing(int fd)
+PP_COMMON static int closing(int fd)
 {
 	if (likely(!pp_uring_started()) || pp_in_vfork_child() || fd < 0)
 		return 0;
@@ -89,7 +90,7 @@ static int closing(int fd)
 	return closing_pipe(fd);
 }
 
-void pp_settle_write_end(int fd)
+PP_COMMON void pp_settle_write_end(int fd)
 {
 	enum pp_end end;
 	struct pp_pipe *p;
@@ -104,7 +105,7 @@ void pp_settle_write_end(int fd)
 	pp_pipe_leave(p);
 }
 
-int pp_close(int fd)
+PP_COMMON int pp_close(int fd)
 {
 	int e = closing(fd), r;
 
@@ -120,7 +121,7 @@ int pp_close(int fd)
 	return r;
 }
 
-int pp_dup(int fd)
+PP_COMMON int pp_dup(int fd)
 {
 	int r = real_dup(fd);
 
@@ -133,7 +134,7 @@ int pp_dup(int fd)
  * dup2()/dup3() close @fd2 inside the kernel: its epoch moves first, so a
  * write in flight on @fd2 never takes the new file for the old one.
  */
-int pp_dup2(int fd, int fd2)
+PP_COMMON int pp_dup2(int fd, int fd2)
 {
 	int r;
 
@@ -148,7 +149,7 @@ int pp_dup2(int fd, int fd2)
 	return r;
 }
 
-int pp_dup3(int fd, int fd2, int flags)
+PP_COMMON int pp_dup3(int fd, int fd2, int flags)
 {
 	int r;
 
@@ -163,7 +164,7 @@ int pp_dup3(int fd, int fd2, int flags)
 	return r;
 }
 
-int pp_fcntl(int fd, int cmd, unsigned long arg)
+PP_COMMON int pp_fcntl(int fd, int cmd, unsigned long arg)
 {
 	int r, saved;
 
@@ -183,6 +184,8 @@ int pp_fcntl(int fd, int cmd, unsigned long arg)
 		break;
 	case F_SETFL:
 		p = pp_fdt_enter(fd, &end);
+		if (!p)
+			p = pp_exec_take_over(fd, &end);
 		if (!p)
 			break;
 		/* Packet mode: vmspliced buffers would lose the packet flag. */
@@ -210,7 +213,7 @@ int pp_fcntl(int fd, int cmd, unsigned long arg)
 int pp_close_range(unsigned int first, unsigned int last, int flags)
 {
 	if (!(flags & CLOSE_RANGE_CLOEXEC) && !pp_in_vfork_child()) {
-		unsigned int top = (unsigned int)pp_fdt_size();
+		unsigned int top = (unsigned int)pp_fdt_top();
 
 		if (pp_uring_started()) {
 			pp_stage_fds_closing(first, last);
@@ -225,7 +228,7 @@ int pp_close_range(unsigned int first, unsigned int last, int flags)
 
 void pp_closefrom(int low)
 {
-	unsigned int top = pp_in_vfork_child() ? 0 : (unsigned int)pp_fdt_size();
+	unsigned int top = pp_in_vfork_child() ? 0 : (unsigned int)pp_fdt_top();
 	unsigned int from = low > 0 ? (unsigned int)low : 0;
 
 	if (top && pp_uring_started()) {
@@ -246,6 +249,8 @@ int pp_ioctl_fionbio(int fd, const int *on)
 	enum pp_end end;
 	struct pp_pipe *p = pp_in_vfork_child() ? NULL : pp_fdt_enter(fd, &end);
 
+	if (!p && !pp_in_vfork_child())
+		p = pp_exec_take_over(fd, &end);
 	if (!p)
 		return 0;
 	if (end == PP_END_WRITE)
@@ -255,7 +260,7 @@ int pp_ioctl_fionbio(int fd, const int *on)
 }
 
 /* fclose() closes its fd inside libc, out of our sight: forget it here. */
-int pp_fclose(void *stream)
+PP_COMMON int pp_fclose(void *stream)
 {
 	int fd = stream ? fileno((FILE *)stream) : -1;
 	int r;

@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: MIT
 /*
- * Entry format (one 64-bit word per fd, 0 = not tracked):
- *   bit 0      valid (0 with bit 1 set: known not to be a pipe)
- *   bit 1      end (1 = write end)
- *   bits 2-33  generation of the pipe object
- *   bits 34-63 index of the pipe object
+ * Entry format (one 64-bit word per fd, 0 = never tracked):
+ *   bit 0       valid (0 with bit 1 set: known not to be a pipe)
+ *   bit 1       end (1 = write end)
+ *   bits 2-17   index of the pipe object
+ *   bits 18-41  generation of the pipe object (its low 24 bits)
+ *   bits 42-63  epoch of the fd number
  * Readers load the word, enter the object it names and check that the
  * object still has that generation; writers replace words atomically.
  *
- * Beside each word, an epoch: bumped by every change of the entry and
- * before every interposed call that may change what the fd number refers
- * to (close, dup2, dup3...), so "the epoch did not move" proves that no
- * such call ran in between, even one that put the same pipe back.
+ * The epoch is bumped by every change of the entry and before every
+ * interposed call that may change what the fd number refers to (close,
+ * dup2, dup3...), so "the epoch did not move" proves that no such call ran
+ * in between, even one that put the same pipe back. It lives in the word
+ * itself, so that a change writes one page of the table, not two: after
+ * fork, each page written is a copy-on-write fault.
  */
 #include "fdtable.h"
 
+#include "compiler.h"
 #include "sys.h"
 
 #include <fcntl.h>
@@ -28,23 +32,27 @@
 #define FDT_MAX (1 << 20)
 #define FDT_MIN 1024
 
-static uint64_t *fdt;
-static uint32_t *fdt_epoch; /* fdt_size entries, after the words */
-static int fdt_size;
-static int spare_base; /* lowest fd number for libppipe's own fds */
+#define W_PLAIN W_WRITE /* not valid, end bit set: known not to be a pipe */
 
-int pp_fdt_init(void)
+_Static_assert(PP_MAX_PIPES <= W_INDEX_MASK + 1, "pipe indexes fit the fd table's word");
+
+PP_HOT static uint64_t *fdt;
+PP_HOT static int fdt_size;
+PP_HOT static int fdt_top; /* highest fd ever given an entry, plus one: walks stop there */
+PP_HOT static int spare_base; /* lowest fd number for libppipe's own fds */
+
+PP_COMMON int pp_fdt_map(void)
 {
-	struct rlimit rl;
+	struct rlimit rl = { 0, 0 };
 	uint64_t *t;
 	size_t n = FDT_MIN;
 
 	if (__atomic_load_n(&fdt, __ATOMIC_ACQUIRE))
 		return 0;
 	/* The hard limit: the soft one can be raised later without us. */
-	if (!syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_max > n)
+	if (!PP_SYSCALL(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_max > n)
 		n = rl.rlim_max > FDT_MAX ? FDT_MAX : rl.rlim_max;
-	t = mmap(NULL, n * (sizeof(*t) + sizeof(*fdt_epoch)), PROT_READ | PROT_WRITE,
+	t = mmap(NULL, n * sizeof(*t), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (t == MAP_FAILED)
 		return -1;
@@ -53,15 +61,14 @@ int pp_fdt_init(void)
 	 * limit (at most 512), out of the way of the numbers the program
 	 * gets from open() and expects from dup2() targets it chose.
 	 */
-	if (!syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_cur >= 128)
+	if (rl.rlim_cur >= 128)
 		spare_base = rl.rlim_cur / 2 > 512 ? 512 : (int)(rl.rlim_cur / 2);
 	fdt_size = (int)n;
-	fdt_epoch = (uint32_t *)(t + n);
 	__atomic_store_n(&fdt, t, __ATOMIC_RELEASE);
 	return 0;
 }
 
-long pp_fdt_dup_spare(int fd, bool cloexec)
+PP_COMMON long pp_fdt_dup_spare(int fd, bool cloexec)
 {
 	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
 	long r = pp_sys_fcntl(fd, cmd, (unsigned long)spare_base);
@@ -72,59 +79,152 @@ long pp_fdt_dup_spare(int fd, bool cloexec)
 	return r;
 }
 
-uint32_t pp_fdt_epoch(int fd)
+PP_COMMON uint32_t pp_fdt_epoch(int fd)
 {
 	if (!fdt || (unsigned int)fd >= (unsigned int)fdt_size)
 		return 0;
-	return __atomic_load_n(&fdt_epoch[fd], __ATOMIC_SEQ_CST);
+	return (uint32_t)(__atomic_load_n(&fdt[fd], __ATOMIC_SEQ_CST) >> W_EPOCH_SHIFT);
 }
 
-void pp_fdt_invalidate(int fd)
+PP_COMMON int pp_fdt_top(void)
 {
-	if (fdt && (unsigned int)fd < (unsigned int)fdt_size)
-		__atomic_fetch_add(&fdt_epoch[fd], 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&fdt_top, __ATOMIC_ACQUIRE);
 }
 
-int pp_fdt_size(void)
+static void raise_top(int fd)
+{
+	int top = __atomic_load_n(&fdt_top, __ATOMIC_RELAXED);
+
+	while (fd >= top && !__atomic_compare_exchange_n(&fdt_top, &top, fd + 1, true,
+							 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
+/*
+ * Replaces the content of @fd's word with @content (0 to clear), moving
+ * its epoch; returns the old word. A word that holds nothing and is to
+ * hold nothing is left alone: no page written (no copy-on-write after fork
+ * for nothing), and no write of ours can be in flight on such an fd (its
+ * epoch moved when it was cleared, if it ever had an entry).
+ */
+PP_COMMON static uint64_t swap_entry(int fd, uint64_t content)
+{
+	uint64_t old, next;
+
+	if (!fdt || fd < 0 || fd >= fdt_size)
+		return 0;
+	if (!content &&
+	    (fd >= pp_fdt_top() || !(__atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE) & W_CONTENT)))
+		return 0;
+	if (content)
+		raise_top(fd);
+	old = __atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE);
+	do
+		next = (old & ~W_CONTENT) + (1ull << W_EPOCH_SHIFT) + content;
+	while (!__atomic_compare_exchange_n(&fdt[fd], &old, next, true, __ATOMIC_SEQ_CST,
+					    __ATOMIC_ACQUIRE));
+	return old;
+}
+
+PP_COMMON void pp_fdt_invalidate(int fd)
+{
+	uint64_t old;
+
+	if (!fdt || (unsigned int)fd >= (unsigned int)pp_fdt_top())
+		return;
+	old = __atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE);
+	while ((old & W_CONTENT) &&
+	       !__atomic_compare_exchange_n(&fdt[fd], &old, old + (1ull << W_EPOCH_SHIFT), true,
+					    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+		;
+}
+
+/* Adds what @fd says of @p's inode to @seen (0 so far), if the table says @fd is @p's. */
+static void learn_from(struct pp_pipe *p, int fd, uint64_t *seen, bool *mixed)
+{
+	enum pp_end end;
+	uint64_t got;
+
+	if (pp_fdt_peek_end(fd, &end) != p || pp_sys_pipe_ino(fd, &got))
+		return;
+	if (*seen && got != *seen)
+		*mixed = true;
+	if (!*seen)
+		*seen = got;
+}
+
+uint64_t pp_fdt_learn_ino(struct pp_pipe *p, int hint)
+{
+	uint64_t seen = 0, zero = 0;
+	bool mixed = false;
+	int top = pp_fdt_top();
+
+	if (pp_pipe_ino(p))
+		return pp_pipe_ino(p);
+	/* The fd at hand first, then every other fd of the pipe. */
+	if (hint >= 0)
+		learn_from(p, hint, &seen, &mixed);
+	for (int fd = 0; fdt && fd < top; fd++)
+		if (fd != hint)
+			learn_from(p, fd, &seen, &mixed);
+	if (!seen)
+		return 0;
+	if (mixed)
+		pp_pipe_mark_unsafe(p, "an fd of it was switched to another file behind libppipe");
+	__atomic_compare_exchange_n(&p->ino, &zero, seen, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_ACQUIRE);
+	return pp_pipe_ino(p);
+}
+
+void pp_fdt_learn_all(void)
+{
+	for (int fd = 0, top = pp_fdt_top(); fdt && fd < top; fd++) {
+		enum pp_end end;
+		struct pp_pipe *p = pp_fdt_peek_end(fd, &end);
+
+		if (p && !pp_pipe_ino(p))
+			pp_fdt_learn_ino(p, fd);
+	}
+}
+
+PP_COMMON int pp_fdt_size(void)
 {
 	return fdt ? fdt_size : 0;
 }
 
 static uint64_t encode(struct pp_pipe *p, enum pp_end end)
 {
-	return ((uint64_t)pp_pipe_index(p) << 34) | ((uint64_t)pp_pipe_gen(p) << 2) |
-	       ((uint64_t)end << 1) | 1;
+	return ((uint64_t)pp_pipe_index(p) << W_INDEX_SHIFT) |
+	       (((uint64_t)pp_pipe_gen(p) & W_GEN_MASK) << W_GEN_SHIFT) |
+	       (end == PP_END_WRITE ? W_WRITE : 0) | W_VALID;
+}
+
+static bool gen_matches(struct pp_pipe *p, uint32_t gen)
+{
+	return (pp_pipe_gen(p) & W_GEN_MASK) == gen;
 }
 
 static struct pp_pipe *decode(uint64_t w, enum pp_end *end, uint32_t *gen)
 {
-	if (!(w & 1))
+	if (!(w & W_VALID))
 		return NULL;
-	*end = (enum pp_end)((w >> 1) & 1);
-	*gen = (uint32_t)(w >> 2);
-	return pp_pipe_at((uint32_t)(w >> 34));
-}
-
-static uint64_t swap_entry(int fd, uint64_t w)
-{
-	if (!fdt || fd < 0 || fd >= fdt_size)
-		return 0;
-	pp_fdt_invalidate(fd);
-	return __atomic_exchange_n(&fdt[fd], w, __ATOMIC_ACQ_REL);
+	*end = w & W_WRITE ? PP_END_WRITE : PP_END_READ;
+	*gen = (uint32_t)((w >> W_GEN_SHIFT) & W_GEN_MASK);
+	return pp_pipe_at((uint32_t)((w >> W_INDEX_SHIFT) & W_INDEX_MASK));
 }
 
 /* Drops the fd reference an old entry held. */
-static void release_entry(uint64_t old)
+PP_COMMON static void release_entry(uint64_t old)
 {
 	enum pp_end end;
 	uint32_t gen;
 	struct pp_pipe *p = decode(old, &end, &gen);
 
-	if (p && pp_pipe_gen(p) == gen)
+	if (p && gen_matches(p, gen))
 		pp_pipe_put_fd(p, end);
 }
 
-void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
+PP_COMMON void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
 {
 	if (!fdt || fd < 0 || fd >= fdt_size) {
 		return;
@@ -133,25 +233,23 @@ void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
 	release_entry(swap_entry(fd, encode(p, end)));
 }
 
-#define FDT_PLAIN 2ull
-
-void pp_fdt_mark_plain(int fd)
+PP_COMMON void pp_fdt_mark_plain(int fd)
 {
-	release_entry(swap_entry(fd, FDT_PLAIN));
+	release_entry(swap_entry(fd, W_PLAIN));
 }
 
-bool pp_fdt_is_plain(int fd)
+PP_COMMON bool pp_fdt_is_plain(int fd)
 {
 	return fdt && fd >= 0 && fd < fdt_size &&
-	       __atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE) == FDT_PLAIN;
+	       (__atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE) & W_CONTENT) == W_PLAIN;
 }
 
-void pp_fdt_clear(int fd)
+PP_COMMON void pp_fdt_clear(int fd)
 {
 	release_entry(swap_entry(fd, 0));
 }
 
-void pp_fdt_dup(int oldfd, int newfd)
+PP_COMMON void pp_fdt_dup(int oldfd, int newfd)
 {
 	enum pp_end end;
 	struct pp_pipe *p;
@@ -167,7 +265,7 @@ void pp_fdt_dup(int oldfd, int newfd)
 	pp_pipe_leave(p);
 }
 
-struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end)
+PP_COMMON struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end)
 {
 	uint64_t w;
 	uint32_t gen;
@@ -179,40 +277,22 @@ struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end)
 	p = decode(w, end, &gen);
 	if (!p || !pp_pipe_enter(p))
 		return NULL;
-	if (pp_pipe_gen(p) != gen) {
+	if (!gen_matches(p, gen)) {
 		pp_pipe_leave(p);
 		return NULL;
 	}
 	return p;
 }
 
-static struct pp_pipe *fdt_peek(int fd, enum pp_end *end)
+PP_COMMON void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), void *arg)
 {
-	uint32_t gen;
-	struct pp_pipe *p;
-
-	if (!fdt || (unsigned int)fd >= (unsigned int)fdt_size)
-		return NULL;
-	p = decode(__atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE), end, &gen);
-	return p && pp_pipe_gen(p) == gen ? p : NULL;
-}
-
-void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), void *arg)
-{
-	for (int fd = 0; fdt && fd < fdt_size; fd++) {
+	for (int fd = 0, top = pp_fdt_top(); fdt && fd < top; fd++) {
 		enum pp_end end;
-		struct pp_pipe *p = fdt_peek(fd, &end);
+		struct pp_pipe *p = pp_fdt_peek_end(fd, &end);
 
 		if (p)
 			fn(fd, p, end, arg);
 	}
-}
-
-struct pp_pipe *pp_fdt_peek(int fd)
-{
-	enum pp_end end;
-
-	return fdt_peek(fd, &end);
 }
 
 /*

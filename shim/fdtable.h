@@ -15,8 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Sizes the table from RLIMIT_NOFILE. Idempotent; async-signal-safe. */
-int pp_fdt_init(void);
+/*
+ * Sizes and maps the table from RLIMIT_NOFILE, at the first pipe libppipe
+ * tracks. Idempotent; async-signal-safe.
+ */
+int pp_fdt_map(void);
 
 /* Associates @fd with end @end of @p (takes an fd reference). */
 void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end);
@@ -50,11 +53,64 @@ void pp_fdt_invalidate(int fd);
  */
 long pp_fdt_dup_spare(int fd, bool cloexec);
 
+/*
+ * Learns @p's inode from its fds, the first time it is needed (pipe()
+ * does not ask): from @hint (an fd of it, or -1) and every other fd the
+ * table says names it, all of which must agree, or the pipe is made plain
+ * (an fd was switched to another file behind libppipe's back). Returns
+ * the inode, or 0 when no fd of it could tell.
+ */
+uint64_t pp_fdt_learn_ino(struct pp_pipe *p, int hint);
+
+/* pp_fdt_learn_ino() for every tracked pipe whose inode is not known yet. */
+void pp_fdt_learn_all(void);
+
 /* The highest fd the table covers, plus one. */
 int pp_fdt_size(void);
+/* The highest fd that ever had an entry, plus one: where walks over the table stop. */
+int pp_fdt_top(void);
 
 /* For each tracked fd: fn(fd, pipe, end, arg). Not for hot paths. */
 void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), void *arg);
+
+/* The table, for the inline readers below (fdtable.c's fdt and fdt_size). */
+extern uint64_t *pp_fdt_words;
+extern int pp_fdt_nwords;
+
+/* An entry (see fdtable.c). */
+#define W_VALID 1ull
+#define W_WRITE 2ull
+#define W_INDEX_SHIFT 2
+#define W_INDEX_MASK 0xffffull
+#define W_GEN_SHIFT 18
+#define W_GEN_MASK 0xffffffull
+#define W_EPOCH_SHIFT 42
+#define W_CONTENT ((1ull << W_EPOCH_SHIFT) - 1)
+
+/* pp_fdt_map() unless the table is there already (one load). */
+static inline int pp_fdt_init(void)
+{
+	return __atomic_load_n(&pp_fdt_words, __ATOMIC_ACQUIRE) ? 0 : pp_fdt_map();
+}
+
+/* The pipe @fd refers to and its end, without entering it, or NULL. */
+static inline struct pp_pipe *pp_fdt_peek_end(int fd, enum pp_end *end)
+{
+	const uint64_t *t = __atomic_load_n(&pp_fdt_words, __ATOMIC_ACQUIRE);
+	struct pp_pipe *p;
+	uint64_t w;
+
+	if (!t || (unsigned int)fd >= (unsigned int)pp_fdt_nwords)
+		return NULL;
+	w = __atomic_load_n(&t[fd], __ATOMIC_ACQUIRE);
+	if (!(w & W_VALID))
+		return NULL;
+	p = pp_pipe_at((uint32_t)((w >> W_INDEX_SHIFT) & W_INDEX_MASK));
+	if (!p || (pp_pipe_gen(p) & W_GEN_MASK) != ((w >> W_GEN_SHIFT) & W_GEN_MASK))
+		return NULL;
+	*end = w & W_WRITE ? PP_END_WRITE : PP_END_READ;
+	return p;
+}
 
 /*
  * The pipe @fd refers to, without entering it, or NULL: for counting the
@@ -62,11 +118,12 @@ void pp_fdt_for_each(void (*fn)(int, struct pp_pipe *, enum pp_end, void *), voi
  * racing the caller can only make it count into a pipe that is gone or
  * reused.
  */
-struct pp_pipe *pp_fdt_peek(int fd);
+static inline struct pp_pipe *pp_fdt_peek(int fd)
+{
+	enum pp_end end;
 
-/* The table, for pp_fdt_tracked() (fdtable.c's fdt and fdt_size). */
-extern uint64_t *pp_fdt_words;
-extern int pp_fdt_nwords;
+	return pp_fdt_peek_end(fd, &end);
+}
 
 /*
  * Whether @fd may be a tracked pipe (pp_fdt_peek says for sure). Inline,

@@ -13,6 +13,7 @@
 #include "pool.h"
 #include "psi.h"
 #include "real.h"
+#include "registry.h"
 #include "ring.h"
 #include "stage.h"
 #include "stats.h"
@@ -23,6 +24,7 @@
 #include "vfork.h"
 
 #include <pthread.h>
+#include <sys/auxv.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,52 +32,64 @@
 
 extern char **environ;
 
-static bool active;
-
-bool pp_active(void)
-{
-	return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
-}
+PP_HOT bool pp_is_active;
 
 /* Thread id of the thread writing a report (it owns report_ctx), 0 if none. */
-static int report_owner;
+PP_HOT static int report_owner;
 /* The process's last report (exit or _exit) has been written or is being written. */
-static int final_done;
+PP_HOT static int final_done;
 
-/* What a pipe did in the parent is the parent's to report and explain. */
-static void clear_story(struct pp_pipe *p, void *arg)
-{
-	(void)arg;
-	memset(&p->cnt, 0, sizeof(p->cnt));
-	p->path_told = 0;
-	p->last_fallback = NULL;
-}
+/*
+ * The fork handlers run in every fork of every process libppipe is
+ * loaded into, most of which never track a pipe. So each step costs a
+ * load or two when there is nothing to do, and the child writes nothing
+ * that is in its reset state already: a page written after fork is a
+ * copy-on-write fault, in the child and then again in the parent.
+ */
 
 /* Staged bytes are delivered before the child exists (stage.h). */
-static void before_fork(void)
+PP_COMMON static void before_fork(void)
 {
 	pp_stages_flush_all(true);
-	pp_pipes_before_fork();
+	if (pp_pipes_live()) {
+		/* What crosses needs its inode, which pipe() did not ask for. */
+		pp_fdt_learn_all();
+		pp_pipes_before_fork();
+		/* Read here, once for the whole tree: each child would read it for itself. */
+		pp_exec_system_preload();
+	}
+	if (pp_reg_claimed_left())
+		pp_reg_claimed_hold(1);
 }
 
-static void after_fork_child(void)
+PP_COMMON static void after_fork_child(void)
 {
-	pp_vfork_note_pid();
-	pp_pipes_after_fork_child();
-	pp_ring_after_fork_child();
-	pp_engine_after_fork_child();
-	pp_stages_after_fork_child();
-	pp_uring_after_fork_child();
-	pp_thp_after_fork_child();
-	pp_turn_after_fork_child();
-	pp_psi_after_fork_child();
+	/* A vfork flag left up in this thread belongs to the parent's past. */
+	if (pp_tl_vfork)
+		pp_tl_vfork = 0;
+	/* Each step only for what the parent used: its code is not even mapped here otherwise. */
+	if (pp_was_used(PP_USED_PIPES))
+		pp_pipes_after_fork_child();
+	if (pp_was_used(PP_USED_ENGINE)) {
+		pp_ring_after_fork_child();
+		pp_engine_after_fork_child();
+		pp_thp_after_fork_child();
+		pp_turn_after_fork_child();
+		pp_psi_after_fork_child();
+	}
+	if (pp_was_used(PP_USED_URING)) {
+		pp_stages_after_fork_child();
+		pp_uring_after_fork_child();
+	}
 	/* A thread that was reporting is not in the child; the child reports its own. */
-	report_owner = 0;
-	final_done = 0;
-	/* The child's report counts what the child does; the parent's said the rest. */
-	pp_pipes_for_each(clear_story, NULL);
-	pp_stats_after_fork_child();
-	pp_explain_after_fork_child();
+	if (report_owner)
+		report_owner = 0;
+	if (final_done)
+		final_done = 0;
+	if (pp_was_used(PP_USED_STATS))
+		pp_stats_after_fork_child();
+	if (pp_cfg.debug)
+		pp_explain_after_fork_child();
 }
 
 #define MAX_REPORT_FDS 256
@@ -106,7 +120,8 @@ static void add_fd(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 		return;
 	r = &c->fds[c->n++];
 	r->fd = fd;
-	r->inode = (unsigned long)p->ino;
+	/* A pipe that never needed its inode is asked now (statistics only). */
+	r->inode = (unsigned long)pp_fdt_learn_ino(p, fd);
 	r->write_end = end == PP_END_WRITE;
 	r->path = report_path(pp_pipe_path(p, &r->reason), &r->reason);
 	r->last_fallback = __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED);
@@ -212,7 +227,7 @@ static void report_unlock(void)
  * The process's last report, once: at exit, or in _exit()/_Exit() when
  * exit() did not run (or ran and already wrote it).
  */
-static void report_final(bool bounded)
+PP_COMMON static void report_final(bool bounded)
 {
 	struct pp_stats_report rep;
 
@@ -225,7 +240,7 @@ static void report_final(bool bounded)
 	report_unlock();
 }
 
-void pp_stats_report_now(void)
+PP_COMMON void pp_stats_report_now(void)
 {
 	report_final(false);
 }
@@ -241,7 +256,7 @@ void pp_stats_report_fd(int fd)
 	report_unlock();
 }
 
-static void at_exit(void)
+PP_COMMON static void at_exit(void)
 {
 	pp_stages_flush_all(false);
 	if (pp_fault_armed)
@@ -249,25 +264,38 @@ static void at_exit(void)
 	pp_stats_report_now();
 	/* This image's registry holds end with it (an exec's were handed on). */
 	pp_pipes_exec_release();
+	pp_reg_claimed_hold(-1);
 }
 
-void pp_exit(int status, bool upper)
+PP_COMMON void pp_exit(int status, bool upper)
 {
 	/*
 	 * Not in a vfork child: it runs on our memory (a report there would
 	 * be ours under its pid, and its once flag would silence ours), and
 	 * the pthread_atfork handler that refreshes the pid never ran in it.
+	 * Nothing to do at all without a report, pipes or a service.
 	 */
-	if (pp_active() && !pp_vfork_other_process()) {
+	if (pp_active() &&
+	    (pp_cfg.stats[0] || pp_pipes_live() || pp_reg_claimed_left() || pp_uring_started()) &&
+	    !pp_in_vfork_child()) {
 		pp_stages_flush_all(false);
 		report_final(true);
 		/* This image's registry holds end with it, as at_exit() does. */
 		pp_pipes_exec_release();
+		pp_reg_claimed_hold(-1);
 	}
 	real_exit(status, upper);
 }
 
-__attribute__((constructor(101))) static void pp_init(void)
+/*
+ * Loading libppipe reads the options and binds the functions it stands
+ * in for; it maps nothing, opens nothing and installs no signal handler
+ * (the fault handler comes with the first accelerated write, the fd table
+ * with the first pipe, the registry with the first pipe that crosses into
+ * another process). Only a program started with pipe ends from a
+ * libppipe process tree does more: it takes them over.
+ */
+PP_START __attribute__((constructor(101))) static void pp_init(void)
 {
 	pp_real_bind();
 	pp_config_load(environ);
@@ -278,13 +306,25 @@ __attribute__((constructor(101))) static void pp_init(void)
 		pp_debug("PPIPE_MODE=off: every call goes to libc");
 		return;
 	}
-	pp_faultguard_init();
-	pp_vfork_note_pid();
+	/*
+	 * A setuid or setgid program (loaded by /etc/ld.so.preload, which the
+	 * dynamic linker honours there too) runs no engine and vouches for no
+	 * pipe end: what it inherited stays pending, plain, and the registry's
+	 * variable does not reach what it runs.
+	 */
+	if (getauxval(AT_SECURE)) {
+		pp_debug("setuid/setgid program: every call goes to libc, its pipes stay plain");
+		pp_exec_forget_inherited(environ);
+		return;
+	}
+	pp_faultguard_bind();
 	/* Pipe ends inherited through exec from a libppipe process tree. */
-	if (!pp_fdt_init() && !pp_reg_join(environ))
-		pp_exec_adopt();
-	unsetenv("PPIPE_REGISTRY"); /* for libppipe only: the program never sees it */
+	if (pp_exec_inherited(environ)) {
+		pp_exec_start(environ);
+		pp_exec_forget_inherited(
+			environ); /* for libppipe only: the program never sees it */
+	}
 	pthread_atfork(before_fork, NULL, after_fork_child);
 	atexit(at_exit);
-	__atomic_store_n(&active, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&pp_is_active, true, __ATOMIC_RELEASE);
 }

@@ -10,7 +10,11 @@
 #include <stdbool.h>
 
 /* Initialised and not switched off: calls may be intercepted. */
-bool pp_active(void);
+extern bool pp_is_active;
+static inline bool pp_active(void)
+{
+	return __atomic_load_n(&pp_is_active, __ATOMIC_ACQUIRE);
+}
 
 /*
  * Writes the process's last PPIPE_STATS report: run at exit. Only the first

@@ -34,68 +34,68 @@
 
 extern char **environ;
 
-PP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+PP_COMMON PP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	return pp_write(fd, buf, n);
 }
 
-PP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+PP_COMMON PP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	return pp_writev(fd, iov, iovcnt);
 }
 
-PP_EXPORT int pipe(int fds[2])
+PP_COMMON PP_EXPORT int pipe(int fds[2])
 {
 	return pp_pipe2(fds, 0);
 }
 
-PP_EXPORT int pipe2(int fds[2], int flags)
+PP_COMMON PP_EXPORT int pipe2(int fds[2], int flags)
 {
 	return pp_pipe2(fds, flags);
 }
 
-PP_EXPORT int close(int fd)
+PP_COMMON PP_EXPORT int close(int fd)
 {
 	return pp_close(fd);
 }
 
-PP_EXPORT int dup(int fd)
+PP_COMMON PP_EXPORT int dup(int fd)
 {
 	return pp_dup(fd);
 }
 
-PP_EXPORT int dup2(int fd, int fd2)
+PP_COMMON PP_EXPORT int dup2(int fd, int fd2)
 {
 	return pp_dup2(fd, fd2);
 }
 
-PP_EXPORT int dup3(int fd, int fd2, int flags)
+PP_COMMON PP_EXPORT int dup3(int fd, int fd2, int flags)
 {
 	return pp_dup3(fd, fd2, flags);
 }
 
-PP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+PP_COMMON PP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	return pp_close_range(first, last, flags);
 }
 
-PP_EXPORT void closefrom(int low)
+PP_COMMON PP_EXPORT void closefrom(int low)
 {
 	pp_closefrom(low);
 }
 
-PP_EXPORT int fclose(FILE *stream)
+PP_COMMON PP_EXPORT int fclose(FILE *stream)
 {
 	return pp_fclose(stream);
 }
 
 /* Processes that end without exit() (fork children, os._exit) report too. */
-PP_EXPORT void _exit(int status)
+PP_COMMON PP_EXPORT void _exit(int status)
 {
 	pp_exit(status, false);
 }
 
-PP_EXPORT void _Exit(int status)
+PP_COMMON PP_EXPORT void _Exit(int status)
 {
 	pp_exit(status, true);
 }
@@ -109,7 +109,7 @@ PP_EXPORT void _Exit(int status)
 		va_end(ap);                      \
 	} while (0)
 
-PP_EXPORT int fcntl(int fd, int cmd, ...)
+PP_COMMON PP_EXPORT int fcntl(int fd, int cmd, ...)
 {
 	unsigned long arg;
 
@@ -117,7 +117,7 @@ PP_EXPORT int fcntl(int fd, int cmd, ...)
 	return pp_fcntl(fd, cmd, arg);
 }
 
-PP_EXPORT int fcntl64(int fd, int cmd, ...)
+PP_COMMON PP_EXPORT int fcntl64(int fd, int cmd, ...)
 {
 	unsigned long arg;
 
@@ -126,7 +126,7 @@ PP_EXPORT int fcntl64(int fd, int cmd, ...)
 }
 
 /* Only FIONBIO matters to libppipe: it switches O_NONBLOCK. */
-PP_EXPORT int ioctl(int fd, unsigned long req, ...)
+PP_COMMON PP_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
 	void *arg;
@@ -145,15 +145,15 @@ PP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	return r;
 }
 
-PP_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
-			 unsigned int flags)
+PP_COMMON PP_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+				   unsigned int flags)
 {
 	pp_readers_before_splice(in);
 	pp_settle_write_end(out);
 	return real_splice(in, off_in, out, off_out, len, flags);
 }
 
-PP_EXPORT ssize_t tee(int in, int out, size_t len, unsigned int flags)
+PP_COMMON PP_EXPORT ssize_t tee(int in, int out, size_t len, unsigned int flags)
 {
 	pp_readers_before_splice(in);
 	pp_settle_write_end(out);
@@ -161,26 +161,27 @@ PP_EXPORT ssize_t tee(int in, int out, size_t len, unsigned int flags)
 }
 
 /* The program's own vmsplice() into a pipe comes after what we staged. */
-PP_EXPORT ssize_t vmsplice(int fd, const struct iovec *iov, size_t cnt, unsigned int flags)
+PP_COMMON PP_EXPORT ssize_t vmsplice(int fd, const struct iovec *iov, size_t cnt,
+				     unsigned int flags)
 {
 	pp_settle_write_end(fd);
 	return real_vmsplice(fd, iov, cnt, flags);
 }
 
 /* A pipe end sent to another process: its readers can no longer be known. */
-PP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+PP_COMMON PP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	pp_readers_before_send(msg);
 	return PP_REAL(sendmsg) ? pp_real.sendmsg(fd, msg, flags) :
 				  syscall(SYS_sendmsg, fd, msg, flags);
 }
 
-PP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+PP_COMMON PP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	return pp_sigaction(sig, act, old);
 }
 
-PP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
+PP_COMMON PP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 {
 	return pp_signal(sig, handler);
 }
@@ -205,22 +206,22 @@ PP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 		r_;                                                            \
 	})
 
-PP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+PP_COMMON PP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	return EXEC_PREPARED(path, envp, CALL_REAL(execve, path, argv, env_));
 }
 
-PP_EXPORT int execv(const char *path, char *const argv[])
+PP_COMMON PP_EXPORT int execv(const char *path, char *const argv[])
 {
 	return EXEC_PREPARED(path, environ, CALL_REAL(execve, path, argv, env_));
 }
 
-PP_EXPORT int execvp(const char *file, char *const argv[])
+PP_COMMON PP_EXPORT int execvp(const char *file, char *const argv[])
 {
 	return EXEC_PREPARED(file, environ, CALL_REAL(execvpe, file, argv, env_));
 }
 
-PP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+PP_COMMON PP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	return EXEC_PREPARED(file, envp, CALL_REAL(execvpe, file, argv, env_));
 }
@@ -232,15 +233,15 @@ static const char *fd_name(int fd, char *buf)
 	return buf;
 }
 
-PP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+PP_COMMON PP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	char name[16];
 
 	return EXEC_PREPARED(fd_name(fd, name), envp, CALL_REAL(fexecve, fd, argv, env_));
 }
 
-PP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
-		       int flags)
+PP_COMMON PP_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
+				 char *const envp[], int flags)
 {
 	char name[16];
 	const char *comm = *path ? path : fd_name(dirfd, name);
@@ -267,7 +268,7 @@ PP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
 		va_end(ap);                                   \
 	} while (0)
 
-PP_EXPORT int execl(const char *path, const char *arg, ...)
+PP_COMMON PP_EXPORT int execl(const char *path, const char *arg, ...)
 {
 	char **argv, **envp = NULL;
 
@@ -276,7 +277,7 @@ PP_EXPORT int execl(const char *path, const char *arg, ...)
 	return execv(path, argv);
 }
 
-PP_EXPORT int execlp(const char *file, const char *arg, ...)
+PP_COMMON PP_EXPORT int execlp(const char *file, const char *arg, ...)
 {
 	char **argv, **envp = NULL;
 
@@ -285,7 +286,7 @@ PP_EXPORT int execlp(const char *file, const char *arg, ...)
 	return execvp(file, argv);
 }
 
-PP_EXPORT int execle(const char *path, const char *arg, ...)
+PP_COMMON PP_EXPORT int execle(const char *path, const char *arg, ...)
 {
 	char **argv, **envp = NULL;
 
@@ -312,8 +313,10 @@ PP_EXPORT int execle(const char *path, const char *arg, ...)
 		r_;                                                                 \
 	})
 
-PP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+PP_COMMON PP_EXPORT int posix_spawn(pid_t *pid, const char *path,
+				    const posix_spawn_file_actions_t *fa,
+				    const posix_spawnattr_t *attr, char *const argv[],
+				    char *const envp[])
 {
 	return SPAWN_PREPARED(path, fa, envp,
 			      PP_REAL(posix_spawn) ?
@@ -321,8 +324,10 @@ PP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 				      ENOSYS);
 }
 
-PP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
-			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+PP_COMMON PP_EXPORT int posix_spawnp(pid_t *pid, const char *file,
+				     const posix_spawn_file_actions_t *fa,
+				     const posix_spawnattr_t *attr, char *const argv[],
+				     char *const envp[])
 {
 	return SPAWN_PREPARED(file, fa, envp,
 			      PP_REAL(posix_spawnp) ?
@@ -330,13 +335,13 @@ PP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 				      ENOSYS);
 }
 
-PP_EXPORT int system(const char *command)
+PP_COMMON PP_EXPORT int system(const char *command)
 {
 	pp_readers_before_exec(false);
 	return PP_REAL(system) ? pp_real.system(command) : -1;
 }
 
-PP_EXPORT FILE *popen(const char *command, const char *type)
+PP_COMMON PP_EXPORT FILE *popen(const char *command, const char *type)
 {
 	pp_readers_before_exec(false);
 	return PP_REAL(popen) ? (FILE *)pp_real.popen(command, type) : NULL;

@@ -16,6 +16,7 @@
 #include "log.h"
 
 #include "config.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -32,9 +33,9 @@ void pp_log_raw(int fd, const char *buf, size_t len)
 	int saved = errno;
 
 	while (len) {
-		long n = syscall(SYS_write, fd, buf, len);
+		long n = PP_SYSCALL(SYS_write, fd, buf, len);
 
-		if (n < 0 && errno == EINTR)
+		if (n == -EINTR)
 			continue;
 		if (n <= 0)
 			break;
@@ -62,7 +63,7 @@ PP_PRINTF(1, 0) static void pp_vlog(const char *fmt, va_list ap)
 	size_t len, max = sizeof(buf) - 1; /* room for the newline */
 	int n;
 
-	n = snprintf(buf, sizeof(buf), "libppipe[%ld]: ", syscall(SYS_getpid));
+	n = snprintf(buf, sizeof(buf), "libppipe[%ld]: ", PP_SYSCALL(SYS_getpid));
 	if (n < 0)
 		n = 0;
 	len = (size_t)n;

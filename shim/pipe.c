@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
- * Pipe objects and the cross-process registry.
+ * Pipe objects (pipe.h).
  *
  * Objects come from one type-stable array: memory is never unmapped, so a
  * reader that loaded a stale fd-cache entry can still look at the object
- * and see, by its generation, that it was freed or reused. The free list
- * and the list of live pipes are guarded by a spin lock that is only
- * tried, never waited on without bound, so a signal handler that creates
- * a pipe while its thread holds the lock gets an untracked pipe instead
- * of a deadlock.
+ * and see, by its generation, that it was freed or reused. Slots are
+ * taken from and given back to a lock-free stack (a tagged index, so a
+ * slot popped and pushed back between a thread's load and its exchange is
+ * noticed), which a signal handler may use while its thread is inside:
+ * no lock, no signal mask, no system call. Walks over the live pipes
+ * (statistics, fork, exec, trimming) visit every slot ever used.
  */
 #include "pipe.h"
 
+#include "compiler.h"
+#include "config.h"
 #include "fault.h"
 #include "log.h"
 #include "registry.h"
@@ -21,46 +24,15 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#define PP_MAX_PIPES 65536
-
-struct pp_slot {
-	struct pp_pipe p;
-	uint32_t gen;
-	int32_t next_free; /* index + 1; 0 = end */
-};
-
-static struct pp_slot *slots; /* PP_MAX_PIPES, type-stable */
-static int32_t free_head; /* index + 1 */
-static uint32_t slots_used; /* high-water mark */
-static int list_lock;
-static struct pp_pipe *live; /* list of live pipes */
-static struct pp_shared private_sh; /* for pipes outside the registry */
-
-/*
- * The list lock is taken with all signals blocked, so a handler can never
- * interrupt its holder in the same thread; other holders keep it for a
- * few pointer updates only.
- */
-static void list_lock_sigsafe(sigset_t *old)
-{
-	sigset_t all;
-
-	sigfillset(&all);
-	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, old, _NSIG / 8);
-	while (__atomic_exchange_n(&list_lock, 1, __ATOMIC_ACQUIRE))
-		__builtin_ia32_pause();
-}
-
-static void list_unlock_sigsafe(const sigset_t *old)
-{
-	__atomic_store_n(&list_lock, 0, __ATOMIC_RELEASE);
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, _NSIG / 8);
-}
+/* PP_MAX_PIPES objects, type-stable, mapped at the first pipe (pipe.h reads it inline). */
+PP_HOT struct pp_pipe *pp_pipes;
+#define slots pp_pipes
+PP_HOT static uint64_t free_top; /* tag << 32 | (index + 1) of the top free slot */
+PP_HOT static uint32_t slots_used; /* high-water mark (may overshoot PP_MAX_PIPES) */
+PP_HOT static int live_pipes; /* pipes between pp_pipe_new and their free */
 
 static void *map_once(void **where, size_t len, int flags)
 {
@@ -80,96 +52,131 @@ static void *map_once(void **where, size_t len, int flags)
 	return p;
 }
 
-uint32_t pp_pipe_gen(const struct pp_pipe *p)
+PP_COMMON int pp_pipes_live(void)
 {
-	return __atomic_load_n(&((const struct pp_slot *)p)->gen, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&live_pipes, __ATOMIC_RELAXED);
 }
 
-uint32_t pp_pipe_index(const struct pp_pipe *p)
+static uint32_t slots_in_use(void)
 {
-	return (uint32_t)((const struct pp_slot *)p - slots);
+	uint32_t n = __atomic_load_n(&slots_used, __ATOMIC_ACQUIRE);
+
+	return n < PP_MAX_PIPES ? n : PP_MAX_PIPES;
 }
 
-struct pp_pipe *pp_pipe_at(uint32_t index)
+static struct pp_pipe *slot_pop(void)
 {
-	return slots && index < PP_MAX_PIPES ? &slots[index].p : NULL;
+	uint64_t top = __atomic_load_n(&free_top, __ATOMIC_ACQUIRE), next;
+	uint32_t i;
+
+	do {
+		if (!(uint32_t)top) {
+			i = __atomic_fetch_add(&slots_used, 1, __ATOMIC_ACQ_REL);
+			return i < PP_MAX_PIPES ? &slots[i] : NULL;
+		}
+		i = (uint32_t)top - 1;
+		next = ((top >> 32) + 1) << 32 |
+		       __atomic_load_n(&slots[i].next_free, __ATOMIC_RELAXED);
+	} while (!__atomic_compare_exchange_n(&free_top, &top, next, true, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return &slots[i];
+}
+
+static void slot_push(struct pp_pipe *s)
+{
+	uint64_t top = __atomic_load_n(&free_top, __ATOMIC_RELAXED), next;
+	uint32_t i = (uint32_t)(s - slots);
+
+	do {
+		__atomic_store_n(&s->next_free, (uint32_t)top, __ATOMIC_RELAXED);
+		next = ((top >> 32) + 1) << 32 | (i + 1);
+	} while (!__atomic_compare_exchange_n(&free_top, &top, next, true, __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
 }
 
 static void registry_release(struct pp_pipe *p)
 {
 	if (p->shared && !p->released)
-		pp_reg_put(p->sh);
+		pp_reg_put(pp_pipe_sh(p));
 }
 
-static struct pp_pipe *pipe_new(uint64_t ino, struct pp_shared *sh, bool created_here, int capacity)
+PP_COMMON struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
 {
-	struct pp_slot *s = NULL;
 	struct pp_pipe *p;
 
-	sigset_t old;
-
-	if (!map_once((void **)&slots, PP_MAX_PIPES * sizeof(struct pp_slot), MAP_PRIVATE)) {
-		pp_reg_put(sh);
+	if (!map_once((void **)&slots, PP_MAX_PIPES * sizeof(struct pp_pipe), MAP_PRIVATE))
 		return NULL;
-	}
-	list_lock_sigsafe(&old);
-	if (free_head) {
-		s = &slots[free_head - 1];
-		free_head = s->next_free;
-	} else if (slots_used < PP_MAX_PIPES) {
-		s = &slots[slots_used++];
-	}
-	if (!s) {
-		list_unlock_sigsafe(&old);
-		pp_reg_put(sh);
+	pp_mark_used(PP_USED_PIPES);
+	p = slot_pop();
+	if (!p)
 		return NULL;
-	}
-	p = &s->p;
-	memset(p, 0, sizeof(*p));
+	memset((char *)p + offsetof(struct pp_pipe, ino), 0,
+	       offsetof(struct pp_pipe, users) - offsetof(struct pp_pipe, ino));
 	pp_turn_trial_init(&p->turn_trial);
-	p->ino = ino;
+	__atomic_store_n(&p->ino, ino, __ATOMIC_RELEASE);
 	p->created_here = created_here;
-	/* Outside the registry (trust mode, inherited pipes) nothing is shared. */
-	p->sh = sh ? sh : &private_sh;
-	p->shared = sh != NULL;
-	p->next = live;
-	live = p;
-	list_unlock_sigsafe(&old);
+	__atomic_store_n(&p->sh, &p->local, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&live_pipes, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->state, PP_PIPE_LIVE, __ATOMIC_RELEASE);
 	pp_pipe_note_capacity(p, capacity);
 	return p;
 }
 
-struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capacity)
+PP_COMMON struct pp_pipe *pp_pipe_adopt(uint64_t ino, struct pp_shared *sh)
 {
-	struct pp_shared *sh = NULL;
+	struct pp_pipe *p = pp_pipe_new(ino, true, 0);
 
-	/* Without a registry slot nothing could follow it across exec: plain. */
-	if (created_here && !(sh = pp_reg_get(ino, true)))
+	if (!p)
 		return NULL;
-	return pipe_new(ino, sh, created_here, capacity);
-}
-
-struct pp_pipe *pp_pipe_adopt(uint64_t ino, int capacity)
-{
-	struct pp_shared *sh = pp_fault(PP_FAULT_ADOPT) ? NULL : pp_reg_get(ino, false);
-	struct pp_pipe *p;
-
-	if (!sh)
-		return NULL;
-	p = pipe_new(ino, sh, true, capacity);
-	if (p) {
-		p->accel = true;
-		p->reason = "inherited across exec, readers confirmed";
-	}
+	__atomic_store_n(&p->sh, sh, __ATOMIC_RELEASE);
+	p->shared = true;
+	p->accel = true;
+	p->reason = "inherited across exec, readers confirmed";
 	return p;
 }
 
-/* Frees @p once it is dead and nobody is inside it. */
-static void pipe_try_free(struct pp_pipe *p)
+/*
+ * What was written into @p's own state while it moved into slot @s: the
+ * verdict and the capacity only ever grow, so they are merged (again, by
+ * whoever wrote the old place last).
+ */
+PP_COMMON static void merge_into(struct pp_shared *s, const struct pp_shared *from)
 {
-	struct pp_slot *s = (struct pp_slot *)p;
+	uint32_t cap = __atomic_load_n(&from->capacity_max, __ATOMIC_RELAXED);
+	uint32_t cur = __atomic_load_n(&s->capacity_max, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&from->unsafe, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&s->unsafe, 1, __ATOMIC_RELEASE);
+	while (cap > cur && !__atomic_compare_exchange_n(&s->capacity_max, &cur, cap, true,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+PP_COMMON int pp_pipe_share(struct pp_pipe *p)
+{
+	struct pp_shared *s;
+
+	if (p->shared)
+		return 0;
+	if (!pp_pipe_ino(p))
+		return -EINVAL;
+	s = pp_reg_get(pp_pipe_ino(p), true);
+	if (!s)
+		return -ENOSPC;
+	merge_into(s, &p->local);
+	__atomic_store_n(&s->nonblock, __atomic_load_n(&p->local.nonblock, __ATOMIC_RELAXED),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->sh, s, __ATOMIC_RELEASE);
+	p->shared = true;
+	/* A thread that still held the old place may have written it meanwhile. */
+	merge_into(s, &p->local);
+	return 0;
+}
+
+/* Frees @p once it is dead and nobody is inside it. */
+PP_COMMON static void pipe_try_free(struct pp_pipe *p)
+{
 	int expected = PP_PIPE_DEAD;
-	sigset_t old;
 
 	if (__atomic_load_n(&p->users, __ATOMIC_ACQUIRE))
 		return;
@@ -177,31 +184,22 @@ static void pipe_try_free(struct pp_pipe *p)
 	if (!__atomic_compare_exchange_n(&p->state, &expected, PP_PIPE_FREED, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
-	__atomic_fetch_add(&s->gen, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&p->gen, 1, __ATOMIC_RELEASE);
 	pp_pipe_report_closed(p);
 	pp_rings_free(p);
 	registry_release(p);
-
-	list_lock_sigsafe(&old);
-	for (struct pp_pipe **pp = &live; *pp; pp = &(*pp)->next) {
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	}
-	s->next_free = free_head;
-	free_head = (int32_t)(s - slots) + 1;
-	list_unlock_sigsafe(&old);
+	__atomic_sub_fetch(&live_pipes, 1, __ATOMIC_RELAXED);
+	slot_push(p);
 }
 
-void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end)
+PP_COMMON void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end)
 {
 	if (end == PP_END_WRITE)
 		__atomic_fetch_add(&p->wfd_refs, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&p->fd_refs, 1, __ATOMIC_RELAXED);
 }
 
-void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
+PP_COMMON void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
 {
 	if (end == PP_END_WRITE)
 		__atomic_fetch_sub(&p->wfd_refs, 1, __ATOMIC_RELAXED);
@@ -211,7 +209,7 @@ void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
 	pipe_try_free(p);
 }
 
-bool pp_pipe_enter(struct pp_pipe *p)
+PP_COMMON bool pp_pipe_enter(struct pp_pipe *p)
 {
 	__atomic_fetch_add(&p->users, 1, __ATOMIC_ACQ_REL);
 	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_LIVE)
@@ -220,50 +218,102 @@ bool pp_pipe_enter(struct pp_pipe *p)
 	return false;
 }
 
-void pp_pipe_leave(struct pp_pipe *p)
+PP_COMMON void pp_pipe_leave(struct pp_pipe *p)
 {
 	if (__atomic_sub_fetch(&p->users, 1, __ATOMIC_ACQ_REL) == 0 &&
 	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_DEAD)
 		pipe_try_free(p);
 }
 
-void pp_pipe_mark_unsafe(struct pp_pipe *p, const char *why)
+PP_COMMON void pp_pipe_mark_unsafe(struct pp_pipe *p, const char *why)
 {
-	if (!__atomic_exchange_n(&p->sh->unsafe, 1, __ATOMIC_ACQ_REL))
+	struct pp_shared *s = pp_pipe_sh(p);
+	bool first = !__atomic_exchange_n(&s->unsafe, 1, __ATOMIC_ACQ_REL);
+
+	/* The state moved into the registry meanwhile: mark it there too. */
+	if (pp_pipe_sh(p) != s)
+		__atomic_store_n(&pp_pipe_sh(p)->unsafe, 1, __ATOMIC_RELEASE);
+	if (first)
 		pp_debug("pipe inode %llu: readers no longer known (%s): plain writes from now on",
-			 (unsigned long long)p->ino, why);
+			 (unsigned long long)pp_pipe_ino(p), why);
 	__atomic_store_n(&p->reason, why, __ATOMIC_RELAXED);
 	p->marked_here = true;
 }
 
-void pp_pipe_note_capacity(struct pp_pipe *p, int capacity)
+PP_COMMON void pp_pipe_set_nonblock(struct pp_pipe *p, bool on)
 {
-	uint32_t cur = __atomic_load_n(&p->sh->capacity_max, __ATOMIC_RELAXED);
+	struct pp_shared *s = pp_pipe_sh(p);
 
-	while (capacity > 0 && (uint32_t)capacity > cur &&
-	       !__atomic_compare_exchange_n(&p->sh->capacity_max, &cur, (uint32_t)capacity, true,
+	__atomic_store_n(&s->nonblock, on, __ATOMIC_RELAXED);
+	if (pp_pipe_sh(p) != s)
+		__atomic_store_n(&pp_pipe_sh(p)->nonblock, on, __ATOMIC_RELAXED);
+}
+
+PP_COMMON void pp_pipe_note_capacity(struct pp_pipe *p, int capacity)
+{
+	struct pp_shared *s;
+	uint32_t cur;
+
+	if (capacity <= 0)
+		return;
+	s = pp_pipe_sh(p);
+	cur = __atomic_load_n(&s->capacity_max, __ATOMIC_RELAXED);
+	while ((uint32_t)capacity > cur &&
+	       !__atomic_compare_exchange_n(&s->capacity_max, &cur, (uint32_t)capacity, true,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+	if (pp_pipe_sh(p) != s)
+		merge_into(pp_pipe_sh(p), s);
 }
 
-void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg)
+PP_COMMON void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg)
 {
-	sigset_t old;
+	uint32_t n = slots_in_use();
 
-	list_lock_sigsafe(&old);
-	for (struct pp_pipe *p = live; p; p = p->next)
+	for (uint32_t i = 0; i < n; i++) {
+		struct pp_pipe *p = &slots[i];
+
+		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PP_PIPE_LIVE ||
+		    !pp_pipe_enter(p))
+			continue;
 		fn(p, arg);
-	list_unlock_sigsafe(&old);
+		pp_pipe_leave(p);
+	}
 }
 
-static void hold_for_child(struct pp_pipe *p, void *arg)
+/* Shares @p, or makes it plain when it cannot be shared. True when shared. */
+static bool share_or_plain(struct pp_pipe *p)
+{
+	if (!p->created_here)
+		return false; /* its state stays each process's own (PPIPE_READERS=trust) */
+	if (pp_pipe_share(p)) {
+		pp_pipe_mark_unsafe(p, "no registry slot to share it with another process");
+		return false;
+	}
+	return true;
+}
+
+PP_COMMON static void share_one(struct pp_pipe *p, void *arg)
 {
 	(void)arg;
-	if (p->shared && !p->released)
-		__atomic_fetch_add(&p->sh->holders, 1, __ATOMIC_ACQ_REL);
+	share_or_plain(p);
 }
 
-void pp_pipes_before_fork(void)
+PP_COMMON void pp_pipes_share_all(void)
+{
+	if (pp_pipes_live())
+		pp_pipes_for_each(share_one, NULL);
+}
+
+/* Shares @p and takes the fork child's hold on its slot. */
+PP_COMMON static void hold_for_child(struct pp_pipe *p, void *arg)
+{
+	(void)arg;
+	if (share_or_plain(p) && !p->released)
+		__atomic_fetch_add(&pp_pipe_sh(p)->holders, 1, __ATOMIC_ACQ_REL);
+}
+
+PP_COMMON void pp_pipes_before_fork(void)
 {
 	/*
 	 * The child will hold every fd the parent holds: its holds are taken
@@ -271,58 +321,85 @@ void pp_pipes_before_fork(void)
 	 * while the child has not run yet. (A failed fork leaves them taken:
 	 * the slots then outlive their pipes, which only costs registry room.)
 	 */
-	pp_pipes_for_each(hold_for_child, NULL);
+	if (pp_pipes_live())
+		pp_pipes_for_each(hold_for_child, NULL);
 }
 
-void pp_pipes_after_fork_child(void)
+PP_COMMON void pp_pipes_after_fork_child(void)
 {
-	list_lock = 0;
-	for (struct pp_pipe *p = live; p; p = p->next) {
-		p->users = 0;
+	uint32_t n = __atomic_load_n(&slots, __ATOMIC_RELAXED) ? slots_in_use() : 0;
+
+	/*
+	 * Only the forking thread came along: nobody is inside any pipe, and
+	 * nothing is freed under this walk. A field is written only when it
+	 * is not in its reset state already (no copy-on-write for nothing).
+	 */
+	for (uint32_t i = 0; i < n; i++) {
+		struct pp_pipe *p = &slots[i];
+
+		if (__atomic_load_n(&p->users, __ATOMIC_RELAXED))
+			p->users = 0;
+		if (p->state != PP_PIPE_LIVE)
+			continue;
 		pp_rings_forget(p);
 		pp_turn_forget(p);
+		/* What it did in the parent is the parent's to report and explain. */
+		for (int k = 0; k < PP_CNT_COUNT; k++) {
+			if (p->cnt.v[k]) {
+				memset(&p->cnt, 0, sizeof(p->cnt));
+				break;
+			}
+		}
+		if (p->path_told)
+			p->path_told = 0;
+		if (p->last_fallback)
+			p->last_fallback = NULL;
 	}
 }
 
-static void exec_release(struct pp_pipe *p, void *arg)
+PP_COMMON static void exec_release(struct pp_pipe *p, void *arg)
 {
 	(void)arg;
 	if (!p->shared || p->released || pp_pipe_unsafe(p))
 		return;
 	p->released = true;
-	pp_reg_put(p->sh);
+	pp_reg_put(pp_pipe_sh(p));
 }
 
-void pp_pipes_exec_release(void)
+PP_COMMON void pp_pipes_exec_release(void)
 {
-	pp_pipes_for_each(exec_release, NULL);
+	if (pp_pipes_live())
+		pp_pipes_for_each(exec_release, NULL);
 }
 
-static void exec_reacquire(struct pp_pipe *p, void *arg)
+PP_COMMON static void exec_reacquire(struct pp_pipe *p, void *arg)
 {
-	struct pp_shared *sh;
+	struct pp_shared *sh = pp_pipe_sh(p);
 
 	(void)arg;
 	if (!p->released)
 		return;
 	p->released = false;
-	if (__atomic_load_n(&p->sh->ino, __ATOMIC_ACQUIRE) == p->ino) {
-		__atomic_fetch_add(&p->sh->holders, 1, __ATOMIC_ACQ_REL);
+	if (__atomic_load_n(&sh->ino, __ATOMIC_ACQUIRE) == pp_pipe_ino(p)) {
+		__atomic_fetch_add(&sh->holders, 1, __ATOMIC_ACQ_REL);
 		return;
 	}
 	/* Nobody else held it, so it was safe: a fresh slot says the same. */
-	sh = pp_reg_get(p->ino, true);
+	sh = pp_reg_get(pp_pipe_ino(p), true);
 	if (sh) {
-		p->sh = sh;
+		__atomic_store_n(&p->sh, sh, __ATOMIC_RELEASE);
 		return;
 	}
+	/* Back to a state of its own, plain. */
+	p->local = (struct pp_shared){ .unsafe = 1 };
+	__atomic_store_n(&p->sh, &p->local, __ATOMIC_RELEASE);
 	p->shared = false;
-	p->sh = &private_sh;
 	p->accel = false;
 	p->reason = "registry full after a failed exec";
 }
 
-void pp_pipes_exec_reacquire(void)
+PP_COMMON void pp_pipes_exec_reacquire(void)
 {
-	pp_pipes_for_each(exec_reacquire, NULL);
+	if (pp_pipes_live())
+		pp_pipes_for_each(exec_reacquire, NULL);
 }

@@ -4,15 +4,13 @@
 #include "config.h"
 #include "fault.h"
 #include "log.h"
+#include "sys.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#ifdef PP_HAVE_NUMA
-#include <numa.h>
-#endif
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -34,7 +32,43 @@ uint64_t pp_pool_peak(void)
 	return __atomic_load_n(&pool_peak, __ATOMIC_RELAXED);
 }
 
-/* Counts the nodes once; libnuma is only asked here, never on a write. */
+/*
+ * The number of online NUMA nodes, from a list such as "0-1,3" (sysfs's
+ * node/online). 1 for anything that does not parse.
+ */
+int pp_parse_node_list(const char *s)
+{
+	int n = 0;
+
+	while (*s && *s != '\n') {
+		long lo = 0, hi;
+
+		if (*s < '0' || *s > '9')
+			return 1;
+		for (; *s >= '0' && *s <= '9' && lo < 65536; s++)
+			lo = lo * 10 + (*s - '0');
+		hi = lo;
+		if (*s == '-') {
+			hi = 0;
+			for (s++; *s >= '0' && *s <= '9' && hi < 65536; s++)
+				hi = hi * 10 + (*s - '0');
+		}
+		if (hi < lo || hi >= 65536)
+			return 1;
+		n += (int)(hi - lo + 1);
+		if (*s == ',')
+			s++;
+		else if (*s && *s != '\n')
+			return 1;
+	}
+	return n ? n : 1;
+}
+
+/*
+ * Counts the nodes once, at the first ring, with raw system calls: this
+ * runs inside a write(), possibly a signal handler's, where loading a
+ * library (libnuma) could deadlock in malloc.
+ */
 static int node_count(void)
 {
 	int n = __atomic_load_n(&numa_nodes, __ATOMIC_ACQUIRE);
@@ -43,8 +77,21 @@ static int node_count(void)
 		return n;
 	n = 1;
 #ifdef PP_HAVE_NUMA
-	if (numa_available() >= 0)
-		n = numa_max_node() + 1;
+	{
+		char buf[256];
+		long fd = PP_SYSCALL(SYS_openat, AT_FDCWD, "/sys/devices/system/node/online",
+				     O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			long r = PP_SYSCALL(SYS_read, (int)fd, buf, sizeof(buf) - 1);
+
+			pp_sys_close((int)fd);
+			if (r > 0) {
+				buf[r] = 0;
+				n = pp_parse_node_list(buf);
+			}
+		}
+	}
 #endif
 	__atomic_store_n(&numa_nodes, n, __ATOMIC_RELEASE);
 	pp_debug("numa: %d node%s%s", n, n == 1 ? "" : "s",
@@ -58,7 +105,7 @@ int pp_numa_node(void)
 
 	if (pp_cfg.numa_node >= 0)
 		return (int)pp_cfg.numa_node;
-	if (node_count() <= 1 || syscall(SYS_getcpu, &cpu, &node, NULL))
+	if (node_count() <= 1 || PP_SYSCALL(SYS_getcpu, &cpu, &node, NULL))
 		return -1;
 	return (int)node;
 }
@@ -71,8 +118,10 @@ static void bind_node(void *p, size_t len, int node)
 	if (node < 0 || node >= (int)(sizeof(mask) * 8))
 		return;
 	mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
-	if (syscall(SYS_mbind, p, len, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0))
-		pp_debug("mbind to node %d failed: errno %d", node, errno);
+	long r = PP_SYSCALL(SYS_mbind, p, len, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0);
+
+	if (r)
+		pp_debug("mbind to node %d failed: errno %ld", node, -r);
 }
 
 void pp_populate(char *p, size_t len)

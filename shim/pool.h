@@ -38,6 +38,9 @@ void pp_pool_reset(void);
 uint64_t pp_pool_bytes(void);
 uint64_t pp_pool_peak(void);
 
+/* The node count a sysfs node list ("0-1,3") names; 1 if it does not parse. */
+int pp_parse_node_list(const char *s);
+
 /* Node memory is bound to: -1 when NUMA is absent or not used. */
 int pp_numa_node(void);
 

@@ -177,7 +177,9 @@ uint64_t pp_psi_episodes(void)
 
 void pp_psi_after_fork_child(void)
 {
-	/* The child has its own cgroup membership to come: look again. */
-	path_known = unavailable = active = false;
-	polling = 0;
+	/* The child has its own cgroup membership to come: look again (if it ever looked). */
+	if (path_known || unavailable || active || polling) {
+		path_known = unavailable = active = false;
+		polling = 0;
+	}
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "readers.h"
 
+#include "exec.h"
 #include "fdtable.h"
 #include "pipe.h"
 #include "sys.h"
@@ -9,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-static void mark_if_inherited(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
+PP_COMMON static void mark_if_inherited(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
 {
 	bool any_fd = *(bool *)arg;
 	long fl;
@@ -27,15 +28,23 @@ static void mark_if_inherited(int fd, struct pp_pipe *p, enum pp_end end, void *
 						    "write end inherited across exec");
 }
 
-void pp_readers_before_exec(bool any_fd)
+PP_COMMON void pp_readers_before_exec(bool any_fd)
 {
 	pp_fdt_for_each(mark_if_inherited, &any_fd);
+}
+
+/* @fd's pipe, entered: tracked, or an inherited end taken over now. */
+static struct pp_pipe *enter_any(int fd, enum pp_end *end)
+{
+	struct pp_pipe *p = pp_fdt_enter(fd, end);
+
+	return p ? p : pp_exec_take_over(fd, end);
 }
 
 void pp_readers_before_splice(int fd)
 {
 	enum pp_end end;
-	struct pp_pipe *p = pp_fdt_enter(fd, &end);
+	struct pp_pipe *p = enter_any(fd, &end);
 
 	if (!p)
 		return;
@@ -64,7 +73,7 @@ void pp_readers_before_send(const struct msghdr *msg)
 			int fd;
 
 			memcpy(&fd, data + i * sizeof(int), sizeof(fd));
-			p = pp_fdt_enter(fd, &end);
+			p = enter_any(fd, &end);
 			if (!p)
 				continue;
 			pp_pipe_mark_unsafe(p, "end sent to another process (SCM_RIGHTS)");

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include "real.h"
 
+#include "compiler.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct pp_real pp_real;
+PP_HOT struct pp_real pp_real;
 
-void pp_real_bind(void)
+PP_START void pp_real_bind(void)
 {
 	static int bound;
 
@@ -58,61 +60,61 @@ void pp_real_bind(void)
  */
 #define RAW(ret, call) ((ret)syscall call)
 
-ssize_t real_write(int fd, const void *buf, size_t n)
+PP_COMMON ssize_t real_write(int fd, const void *buf, size_t n)
 {
 	return pp_real.write ? pp_real.write(fd, buf, n) : RAW(ssize_t, (SYS_write, fd, buf, n));
 }
 
-ssize_t real_writev(int fd, const struct iovec *iov, int cnt)
+PP_COMMON ssize_t real_writev(int fd, const struct iovec *iov, int cnt)
 {
 	return pp_real.writev ? pp_real.writev(fd, iov, cnt) :
 				RAW(ssize_t, (SYS_writev, fd, iov, cnt));
 }
 
-ssize_t real_read(int fd, void *buf, size_t n)
+PP_COMMON ssize_t real_read(int fd, void *buf, size_t n)
 {
 	return pp_real.read ? pp_real.read(fd, buf, n) : RAW(ssize_t, (SYS_read, fd, buf, n));
 }
 
-ssize_t real_readv(int fd, const struct iovec *iov, int cnt)
+PP_COMMON ssize_t real_readv(int fd, const struct iovec *iov, int cnt)
 {
 	return pp_real.readv ? pp_real.readv(fd, iov, cnt) :
 			       RAW(ssize_t, (SYS_readv, fd, iov, cnt));
 }
 
-int real_pipe2(int fds[2], int flags)
+PP_COMMON int real_pipe2(int fds[2], int flags)
 {
 	if (pp_real.pipe2)
 		return pp_real.pipe2(fds, flags);
 	return RAW(int, (SYS_pipe2, fds, flags));
 }
 
-int real_close(int fd)
+PP_COMMON int real_close(int fd)
 {
 	return pp_real.close ? pp_real.close(fd) : RAW(int, (SYS_close, fd));
 }
 
-int real_dup(int fd)
+PP_COMMON int real_dup(int fd)
 {
 	return pp_real.dup ? pp_real.dup(fd) : RAW(int, (SYS_dup, fd));
 }
 
-int real_dup2(int fd, int fd2)
+PP_COMMON int real_dup2(int fd, int fd2)
 {
 	return pp_real.dup2 ? pp_real.dup2(fd, fd2) : RAW(int, (SYS_dup2, fd, fd2));
 }
 
-int real_dup3(int fd, int fd2, int flags)
+PP_COMMON int real_dup3(int fd, int fd2, int flags)
 {
 	return pp_real.dup3 ? pp_real.dup3(fd, fd2, flags) : RAW(int, (SYS_dup3, fd, fd2, flags));
 }
 
-int real_fcntl(int fd, int cmd, unsigned long arg)
+PP_COMMON int real_fcntl(int fd, int cmd, unsigned long arg)
 {
 	return pp_real.fcntl ? pp_real.fcntl(fd, cmd, arg) : RAW(int, (SYS_fcntl, fd, cmd, arg));
 }
 
-pid_t real_fork(void)
+PP_COMMON pid_t real_fork(void)
 {
 	/* No raw fallback: a raw fork would skip glibc's atfork and TLS fix-ups. */
 	if (!PP_REAL(fork)) {
@@ -147,7 +149,7 @@ int real_close_range(unsigned int first, unsigned int last, int flags)
 				     RAW(int, (SYS_close_range, first, last, flags));
 }
 
-void real_exit(int status, bool upper)
+PP_COMMON void real_exit(int status, bool upper)
 {
 	void (*fn)(int) = upper ? pp_real._Exit : pp_real._exit;
 

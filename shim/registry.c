@@ -6,6 +6,7 @@
  */
 #include "registry.h"
 
+#include "compiler.h"
 #include "fault.h"
 #include "fdtable.h"
 #include "pipe.h"
@@ -15,10 +16,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/auxv.h>
 #include <time.h>
 
 #define REG_MAGIC 0x3167657270697070ull /* "ppipreg1" */
-#define REG_VERSION 1
+#define REG_VERSION 2
 #define REG_SLOTS 65536u
 #define REG_RECS 4096u
 #define REG_PROBES 512u /* longest probe sequence: beyond it the registry is full */
@@ -33,7 +35,7 @@ struct reg_header {
 
 struct exec_rec {
 	uint64_t nonce; /* 0: free */
-	uint64_t starttime; /* of the process, clock ticks after boot */
+	uint64_t exec_ns; /* CLOCK_MONOTONIC when the exec was prepared */
 	int32_t pid;
 	uint32_t n;
 	char comm[16];
@@ -41,26 +43,33 @@ struct exec_rec {
 	uint64_t ino[PP_EXEC_MAX_PIPES];
 };
 
-#define REG_HEADER_SIZE 4096u
-#define REG_SIZE                                                          \
-	(REG_HEADER_SIZE + (size_t)REG_SLOTS * sizeof(struct pp_shared) + \
-	 (size_t)REG_RECS * sizeof(struct exec_rec))
+/*
+ * Layout: the header, the exec records right after it (a new record is the
+ * first free one, so the records in use stay on the first pages, which an
+ * exec'ing child and the image it becomes touch together with the header),
+ * then the pipe slots, page-aligned.
+ */
+#define REG_HEADER_SIZE 64u
+#define REG_SLOTS_OFFSET                                                                 \
+	(((size_t)REG_HEADER_SIZE + (size_t)REG_RECS * sizeof(struct exec_rec) + 4095) & \
+	 ~(size_t)4095)
+#define REG_SIZE (REG_SLOTS_OFFSET + (size_t)REG_SLOTS * sizeof(struct pp_shared))
 
-static struct reg_header *reg;
-static int reg_fd = -1;
+PP_HOT static struct reg_header *reg;
+PP_HOT static int reg_fd = -1;
 static uint64_t reg_ino; /* of the memfd, to recognise it when reopened */
 
 static struct pp_shared *slots(void)
 {
-	return (struct pp_shared *)((char *)reg + REG_HEADER_SIZE);
+	return (struct pp_shared *)((char *)reg + REG_SLOTS_OFFSET);
 }
 
 static struct exec_rec *recs(void)
 {
-	return (struct exec_rec *)((char *)slots() + (size_t)REG_SLOTS * sizeof(struct pp_shared));
+	return (struct exec_rec *)((char *)reg + REG_HEADER_SIZE);
 }
 
-int pp_reg_fd(void)
+PP_COMMON int pp_reg_fd(void)
 {
 	return __atomic_load_n(&reg_fd, __ATOMIC_ACQUIRE);
 }
@@ -159,7 +168,7 @@ static uint32_t hash(uint64_t ino)
 	return (uint32_t)((ino * 0x9e3779b97f4a7c15ull) >> 40);
 }
 
-struct pp_shared *pp_reg_find(uint64_t ino)
+PP_COMMON struct pp_shared *pp_reg_find(uint64_t ino)
 {
 	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
 
@@ -196,7 +205,7 @@ static void dec(uint32_t *v)
 		;
 }
 
-struct pp_shared *pp_reg_get(uint64_t ino, bool create)
+PP_COMMON struct pp_shared *pp_reg_get(uint64_t ino, bool create)
 {
 	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
 	struct pp_shared *s = pp_reg_find(ino);
@@ -230,7 +239,7 @@ struct pp_shared *pp_reg_get(uint64_t ino, bool create)
 	return NULL;
 }
 
-static void slot_maybe_free(struct pp_shared *s)
+PP_COMMON static void slot_maybe_free(struct pp_shared *s)
 {
 	uint64_t ino = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
 
@@ -241,7 +250,7 @@ static void slot_maybe_free(struct pp_shared *s)
 				    __ATOMIC_RELAXED);
 }
 
-void pp_reg_put(struct pp_shared *s)
+PP_COMMON void pp_reg_put(struct pp_shared *s)
 {
 	if (!s)
 		return;
@@ -258,53 +267,14 @@ static struct pp_shared *slot_at(uint32_t i)
 /* ---- exec records ---- */
 
 /*
- * A process's start time (field 22 of /proc/PID/stat, which exec keeps)
- * and command name (which exec sets); @pid 0 is this process. Returns 0
- * or -errno.
+ * A claim must come soon after the exec it names: the image to come claims
+ * its record while it starts. Together with the pid and the command name
+ * this tells the image apart from a later process that got the same pid
+ * and inherited the variable through a program that does not run
+ * libppipe (a static one): that would take long enough for its pid to
+ * come round again.
  */
-static int proc_identity(long pid, uint64_t *start, char comm[16])
-{
-	char buf[1024], path[48] = "/proc/", *p, *end;
-	long fd, n;
-	int field;
-
-	if (pid)
-		pp_utoa((unsigned long)pid, path + 6);
-	else
-		memcpy(path + 6, "self", 5);
-	memcpy(path + strlen(path), "/stat", 6);
-	fd = PP_SYSCALL(SYS_open, path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return (int)fd;
-	n = PP_SYSCALL(SYS_read, (int)fd, buf, sizeof(buf) - 1);
-	pp_sys_close((int)fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
-	p = strchr(buf, '(');
-	end = strrchr(buf, ')');
-	if (!p || !end || end < p || end - p - 1 > 15)
-		return -EIO;
-	memset(comm, 0, 16);
-	memcpy(comm, p + 1, (size_t)(end - p - 1));
-	/* Field 3 starts after ") "; the start time is field 22. */
-	p = end + 2;
-	for (field = 3; field < 22 && *p; p++)
-		if (*p == ' ')
-			field++;
-	if (field != 22)
-		return -EIO;
-	*start = 0;
-	for (; *p >= '0' && *p <= '9'; p++)
-		*start = *start * 10 + (uint64_t)(*p - '0');
-	return 0;
-}
-
-static int self_identity(uint64_t *start, char comm[16])
-{
-	return proc_identity(0, start, comm);
-}
+#define REG_CLAIM_WINDOW_NS (10ull * 1000000000ull)
 
 static void rec_uncharge(struct exec_rec *r, uint32_t n)
 {
@@ -318,15 +288,13 @@ static void rec_uncharge(struct exec_rec *r, uint32_t n)
 	}
 }
 
-int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t *inos, int n,
-		      bool for_child)
+PP_COMMON int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm,
+				struct pp_shared *const *slot, const uint64_t *inos, int n,
+				bool for_child)
 {
 	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
 	struct exec_rec *r = NULL;
-	uint64_t start, nonce;
-	char own[16];
 	long fd;
-	int ret;
 
 	c->rec = -1;
 	c->fd = -1;
@@ -335,13 +303,10 @@ int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t
 		return -ENOENT;
 	if (n > PP_EXEC_MAX_PIPES)
 		return -E2BIG;
-	if (!for_child && (ret = self_identity(&start, own)))
-		return ret;
 	/* The registry fd the new image maps: inherited, so not close-on-exec. */
 	fd = inheritable_fd();
 	if (fd < 0)
 		return (int)fd;
-	nonce = __atomic_add_fetch(&h->next_nonce, 1, __ATOMIC_RELAXED) | 1;
 	for (uint32_t i = 0; i < REG_RECS && n; i++) {
 		uint64_t zero = 0;
 
@@ -358,16 +323,15 @@ int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t
 		return -ENOSPC;
 	}
 	if (r) {
-		/* A spawned child's pid and start time come once it exists. */
+		/* A spawned child's pid comes once it exists. */
 		r->pid = for_child ? 0 : (int32_t)PP_SYSCALL(SYS_getpid);
-		r->starttime = for_child ? 0 : start;
-		memset(r->comm, 0, sizeof(r->comm));
-		strncpy(r->comm, comm, sizeof(r->comm) - 1);
+		r->exec_ns = pp_mono_ns();
+		pp_comm_copy(r->comm, comm);
 		r->n = 0;
 		for (int i = 0; i < n; i++) {
-			struct pp_shared *s = pp_reg_find(inos[i]);
+			struct pp_shared *s = slot[i];
 
-			if (!s)
+			if (!s || __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != inos[i])
 				continue;
 			/* Charged before the exec: no moment without a holder on record. */
 			__atomic_fetch_add(&s->pending, 1, __ATOMIC_ACQ_REL);
@@ -375,21 +339,24 @@ int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t
 			r->ino[r->n] = inos[i];
 			r->n++;
 		}
-		__atomic_store_n(&r->nonce, nonce, __ATOMIC_RELEASE);
+		/* Any odd value marks it in use (the header's counter is not written: one page less). */
+		__atomic_store_n(&r->nonce, r->exec_ns | 1, __ATOMIC_RELEASE);
 	}
 	c->fd = (int)fd;
 	memcpy(c->env, REG_VAR, sizeof(REG_VAR) - 1);
 	pp_utoa((unsigned long)fd, c->env + sizeof(REG_VAR) - 1);
 	if (c->rec >= 0) {
-		size_t k = strlen(c->env);
+		char *e = c->env;
 
-		c->env[k] = ':';
-		pp_utoa((unsigned long)c->rec, c->env + k + 1);
+		while (*e)
+			e++;
+		*e = ':';
+		pp_utoa((unsigned long)c->rec, e + 1);
 	}
 	return 0;
 }
 
-void pp_reg_exec_failed(struct pp_exec_charge *c)
+PP_COMMON void pp_reg_exec_failed(struct pp_exec_charge *c)
 {
 	if (c->rec >= 0 && (uint32_t)c->rec < REG_RECS && reg) {
 		struct exec_rec *r = &recs()[c->rec];
@@ -403,17 +370,12 @@ void pp_reg_exec_failed(struct pp_exec_charge *c)
 	c->fd = -1;
 }
 
-void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid)
+PP_COMMON void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid)
 {
-	uint64_t start;
-	char comm[16];
-
-	if (c->rec >= 0 && (uint32_t)c->rec < REG_RECS && reg &&
-	    !proc_identity(pid, &start, comm)) {
+	if (c->rec >= 0 && (uint32_t)c->rec < REG_RECS && reg) {
 		struct exec_rec *r = &recs()[c->rec];
 
-		/* The start time first: the child takes the record by its pid. */
-		__atomic_store_n(&r->starttime, start, __ATOMIC_RELEASE);
+		/* The child takes the record by its pid. */
 		__atomic_store_n(&r->pid, (int32_t)pid, __ATOMIC_RELEASE);
 	}
 	/* A child that exited at once leaves its record unclaimed: plain. */
@@ -424,56 +386,152 @@ void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid)
 }
 
 /* The record the exec that made this image named (PPIPE_REGISTRY=fd:rec). */
-static int32_t joined_rec = -1;
+PP_HOT static int32_t joined_rec = -1;
+
+/*
+ * Holds this image took by claiming its record: one per pipe it was
+ * handed, given to the pipe's object when an fd of it is taken over, or
+ * back to the registry at exit or exec. Fork children inherit the list
+ * (the parent takes their holds).
+ */
+static struct {
+	uint32_t slot;
+	uint64_t ino;
+	int taken; /* handed to a pipe object, or given back (atomic) */
+} claimed[PP_EXEC_MAX_PIPES];
+PP_HOT static int nclaimed;
 
 /*
  * Tries to claim record @r for this process once. Returns 1 when it was
- * ours (the charges are lifted), 2 when it is a spawned child's record
- * whose pid is not filled in yet, 0 when it is not ours.
+ * ours (the charges turned into this image's holds), 2 when it is a
+ * spawned child's record whose pid is not filled in yet, 0 when it is not
+ * ours.
  */
-static int claim_once(struct exec_rec *r, int32_t pid, uint64_t start, const char comm[16])
+PP_START static int claim_once(struct exec_rec *r, int32_t pid, const char comm[16])
 {
 	uint64_t nonce = __atomic_load_n(&r->nonce, __ATOMIC_ACQUIRE);
 	int32_t rpid;
+	uint32_t n;
 
-	if (!nonce || nonce == UINT64_MAX || memcmp(r->comm, comm, 16))
+	if (!nonce || nonce == UINT64_MAX || !pp_comm_equal(r->comm, comm))
 		return 0;
 	rpid = __atomic_load_n(&r->pid, __ATOMIC_ACQUIRE);
 	if (!rpid)
 		return 2;
-	if (rpid != pid || __atomic_load_n(&r->starttime, __ATOMIC_ACQUIRE) != start)
+	if (rpid != pid ||
+	    pp_mono_ns() - __atomic_load_n(&r->exec_ns, __ATOMIC_RELAXED) > REG_CLAIM_WINDOW_NS)
 		return 0;
 	/* Ours: lift the charges once, whoever else looks. */
 	if (!__atomic_compare_exchange_n(&r->nonce, &nonce, UINT64_MAX, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_RELAXED))
 		return 0;
-	rec_uncharge(r, __atomic_load_n(&r->n, __ATOMIC_RELAXED));
+	n = __atomic_load_n(&r->n, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < n && i < PP_EXEC_MAX_PIPES; i++) {
+		struct pp_shared *s = slot_at(r->slot[i]);
+
+		if (!s || __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != r->ino[i])
+			continue;
+		/* The hold first: the slot never looks unheld in between. */
+		__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
+		dec(&s->pending);
+		claimed[nclaimed].slot = r->slot[i];
+		claimed[nclaimed].ino = r->ino[i];
+		claimed[nclaimed].taken = 0;
+		nclaimed++;
+	}
 	__atomic_store_n(&r->nonce, 0, __ATOMIC_RELEASE);
 	return 1;
 }
 
-void pp_reg_exec_claim(void)
+/* The name the kernel gave this image: the base name of the file exec'd, 15 bytes at most. */
+PP_START static void exec_comm(char comm[16])
+{
+	const char *fn = (const char *)getauxval(AT_EXECFN);
+
+	pp_comm_copy(comm, fn ? pp_base_name(fn) : "");
+}
+
+PP_START int pp_reg_exec_claim(void)
 {
 	struct timespec pause = { 0, 200000 };
-	uint64_t start;
 	char comm[16];
 	int32_t pid = (int32_t)PP_SYSCALL(SYS_getpid);
+	int r = 0;
 
-	if (!reg || joined_rec < 0 || (uint32_t)joined_rec >= REG_RECS ||
-	    self_identity(&start, comm))
-		return;
+	if (!reg || joined_rec < 0 || (uint32_t)joined_rec >= REG_RECS)
+		return 0;
+	exec_comm(comm);
 	/*
 	 * A posix_spawn() parent fills in its child's pid when the spawn
 	 * returns, which may be just after the child got here: wait for it,
 	 * 200 ms at most.
 	 */
-	for (int i = 0; i < 1000 && claim_once(&recs()[joined_rec], pid, start, comm) == 2; i++)
+	for (int i = 0; i < 1000 && (r = claim_once(&recs()[joined_rec], pid, comm)) == 2; i++)
 		PP_SYSCALL(SYS_nanosleep, &pause, NULL);
+	return r == 1 ? nclaimed : -1;
+}
+
+PP_COMMON long pp_reg_claimed_take(uint64_t ino)
+{
+	for (int i = 0; i < nclaimed; i++) {
+		int no = 0;
+
+		if (claimed[i].ino == ino &&
+		    __atomic_compare_exchange_n(&claimed[i].taken, &no, 1, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			return claimed[i].slot;
+	}
+	return -1;
+}
+
+PP_COMMON struct pp_shared *pp_reg_claimed_slot(uint64_t ino)
+{
+	for (int i = 0; i < nclaimed; i++)
+		if (claimed[i].ino == ino && !__atomic_load_n(&claimed[i].taken, __ATOMIC_ACQUIRE))
+			return slot_at(claimed[i].slot);
+	return NULL;
+}
+
+PP_COMMON struct pp_shared *pp_reg_slot_at(long slot, uint64_t ino)
+{
+	struct pp_shared *s = slot >= 0 && reg ? slot_at((uint32_t)slot) : NULL;
+
+	return s && __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) == ino ? s : NULL;
+}
+
+PP_COMMON int pp_reg_claimed_left(void)
+{
+	int n = 0;
+
+	if (likely(!__atomic_load_n(&nclaimed, __ATOMIC_RELAXED)))
+		return 0;
+	for (int i = 0; i < nclaimed; i++)
+		n += !__atomic_load_n(&claimed[i].taken, __ATOMIC_RELAXED);
+	return n;
+}
+
+PP_COMMON void pp_reg_claimed_hold(int delta)
+{
+	if (likely(!__atomic_load_n(&nclaimed, __ATOMIC_RELAXED)))
+		return;
+	for (int i = 0; i < nclaimed; i++) {
+		struct pp_shared *s;
+
+		if (__atomic_load_n(&claimed[i].taken, __ATOMIC_ACQUIRE) ||
+		    !(s = pp_reg_slot_at(claimed[i].slot, claimed[i].ino)))
+			continue;
+		if (delta > 0) {
+			__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
+		} else {
+			dec(&s->holders);
+			slot_maybe_free(s);
+		}
+	}
 }
 
 /* ---- joining at start-up ---- */
 
-int pp_reg_join(char **envp)
+PP_START int pp_reg_join(char **envp)
 {
 	const char *v = NULL;
 	struct reg_header *h;
@@ -512,9 +570,14 @@ int pp_reg_join(char **envp)
 		PP_SYSCALL(SYS_munmap, h, REG_SIZE);
 		return -EINVAL;
 	}
-	/* The inherited number goes back to the program; ours is close-on-exec. */
+	/*
+	 * The number stays where the exec'ing process put it (high, out of
+	 * the program's way), close-on-exec now: an exec of ours hands a fresh
+	 * one on.
+	 */
 	reg_ino = st.st_ino;
-	__atomic_store_n(&reg_fd, move_high((int)fd, true), __ATOMIC_RELEASE);
+	pp_sys_fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	__atomic_store_n(&reg_fd, (int)fd, __ATOMIC_RELEASE);
 	__atomic_store_n(&reg, h, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -4,19 +4,21 @@
  * every process that runs libppipe sees the same verdict about each pipe,
  * across fork and across exec (DESIGN.md 3).
  *
- * It is a memfd. Fork children share its mapping; an exec passes it on as
- * an fd whose number (and the exec's record) travels in PPIPE_REGISTRY,
- * and the new image maps it
- * again when libppipe starts in it. It holds, per pipe inode, one struct
- * pp_shared, and a table of exec records: before an exec that hands pipe
- * ends to a new program image, the exec'ing process charges each such
- * pipe as "pending" (a holder nobody has vouched for yet) and describes
- * the image to come (pid, start time, command name). When libppipe starts
- * in that image, it takes over the pipe ends it holds and claims its
- * record, which lifts the charges. An image that never runs libppipe
- * (static, setuid, stripped environment) never claims its record, so its
- * pipes stay plain for good: pending is what keeps a pipe off the fast
- * path, and only a claim by the image described ever lifts it.
+ * It is a memfd, made when the first pipe of the tree crosses into another
+ * process (pipe.h). Fork children share its mapping; an exec passes it on
+ * as an fd whose number (and the exec's record) travels in PPIPE_REGISTRY,
+ * and the new image maps it again when libppipe starts in it. It holds,
+ * per pipe inode, one struct pp_shared, and a table of exec records:
+ * before an exec that hands pipe ends to a new program image, the
+ * exec'ing process charges each such pipe as "pending" (a holder nobody
+ * has vouched for yet) and describes the image to come (pid, command
+ * name, when). When libppipe starts in that image, it claims its record,
+ * which turns the charges into its own holds; it takes the pipe ends over
+ * one by one when it first needs them (exec.h). An image that never runs
+ * libppipe (static, setuid, stripped environment) never claims its
+ * record, so its pipes stay plain for good: pending is what keeps a pipe
+ * off the fast path, and only a claim by the image described ever lifts
+ * it.
  *
  * The file is shared with every process of the tree, so its contents are
  * untrusted input: every index is checked against this library's own
@@ -66,11 +68,12 @@ struct pp_exec_charge {
 };
 /*
  * @comm: the name the kernel will give it (basename of the path).
- * @inos/@n: the pipes whose ends the image gets. Returns 0, or -errno when
+ * @slot/@inos/@n: the pipes whose ends the image gets (their slots and
+ * inodes). Returns 0, or -errno when
  * the exec cannot be described (the caller then marks the pipes unsafe).
  */
-int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, const uint64_t *inos, int n,
-		      bool for_child);
+int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm, struct pp_shared *const *slot,
+		      const uint64_t *inos, int n, bool for_child);
 void pp_reg_exec_failed(struct pp_exec_charge *c);
 /*
  * With @for_child (posix_spawn: the image is a child not made yet), the
@@ -79,10 +82,29 @@ void pp_reg_exec_failed(struct pp_exec_charge *c);
 void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid);
 
 /*
- * In the new image, after taking over its pipe ends: lifts the charges of
- * the record that describes this process, if there is one.
+ * In the new image, at start-up: lifts the charges of the record that
+ * describes this process, if there is one, and holds its pipes instead.
+ * Returns how many pipes it holds now, or -1 when the record was not
+ * this image's (its pipes stay pending).
  */
-void pp_reg_exec_claim(void);
+int pp_reg_exec_claim(void);
+
+/*
+ * The claimed hold on pipe @ino, handed to the caller (which keeps it in
+ * the pipe's object): the slot index, or -1 when there is none left.
+ */
+long pp_reg_claimed_take(uint64_t ino);
+/* The slot of a claimed pipe @ino not yet taken over, or NULL. */
+struct pp_shared *pp_reg_claimed_slot(uint64_t ino);
+/* Slot @slot if it still holds pipe @ino, else NULL. */
+struct pp_shared *pp_reg_slot_at(long slot, uint64_t ino);
+/* Claimed pipes not taken over by an fd yet. */
+int pp_reg_claimed_left(void);
+/*
+ * +1: one more hold on each claimed pipe not taken over (a fork child's);
+ * -1: gives this process's back (exit, exec).
+ */
+void pp_reg_claimed_hold(int delta);
 
 /* The registry's fd in this process (CLOEXEC), or -1. */
 int pp_reg_fd(void);

@@ -389,7 +389,7 @@ uint64_t pp_rings_trimmed_bytes(void)
 	return __atomic_load_n(&trimmed_bytes, __ATOMIC_RELAXED);
 }
 
-void pp_rings_free(struct pp_pipe *p)
+PP_COMMON void pp_rings_free(struct pp_pipe *p)
 {
 	struct pp_ring *r, *next;
 
@@ -402,10 +402,13 @@ void pp_rings_free(struct pp_pipe *p)
 	}
 }
 
-void pp_rings_forget(struct pp_pipe *p)
+PP_COMMON void pp_rings_forget(struct pp_pipe *p)
 {
-	p->lock = 0;
-	p->rings = NULL;
+	/* Written only when there is something to forget: no copy-on-write for nothing. */
+	if (p->lock)
+		p->lock = 0;
+	if (p->rings)
+		p->rings = NULL;
 }
 
 void pp_ring_after_fork_child(void)

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "stage.h"
 
+#include "compiler.h"
+
 #include "config.h"
 #include "fdtable.h"
 #include "log.h"
@@ -94,7 +96,7 @@ static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
 	st->tfd = (int)pp_fdt_dup_spare(fd, true);
 	if (st->sfd_r < 0 || st->sfd_w < 0 || st->tfd < 0)
 		return "no fds for the staging pipe";
-	if (pp_sys_pipe_ino(st->tfd, &ino) || ino != p->ino)
+	if (pp_sys_pipe_ino(st->tfd, &ino) || ino != pp_pipe_ino(p))
 		return "fd changed under the write";
 	cap_t = pp_sys_fcntl(st->tfd, F_GETPIPE_SZ, 0);
 	if (cap_t <= 0)
@@ -176,8 +178,8 @@ struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 		pp_stage_close_fds(st);
 		__atomic_store_n(&st->state, PP_STAGE_FREE, __ATOMIC_RELEASE);
 		__atomic_store_n(&p->last_fallback, why, __ATOMIC_RELAXED);
-		pp_debug("pipe inode %llu: write-behind not used: %s", (unsigned long long)p->ino,
-			 why);
+		pp_debug("pipe inode %llu: write-behind not used: %s",
+			 (unsigned long long)pp_pipe_ino(p), why);
 		return NULL;
 	}
 	__atomic_store_n(&st->in, 0, __ATOMIC_RELAXED);
@@ -354,8 +356,11 @@ int pp_stage_close(struct pp_pipe *p, bool last)
 	return report(e);
 }
 
-void pp_stages_flush_all(bool bounded)
+PP_COMMON void pp_stages_flush_all(bool bounded)
 {
+	/* Stages exist only once the service has started: otherwise nothing to look at. */
+	if (likely(!pp_uring_started()))
+		return;
 	for (struct pp_stage *st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
 		int r = __atomic_load_n(&st->refs, __ATOMIC_ACQUIRE);
 
@@ -405,7 +410,7 @@ bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
 	return any;
 }
 
-void pp_stages_after_fork_child(void)
+PP_COMMON void pp_stages_after_fork_child(void)
 {
 	/* The counters are the parent's story, as the pipes' own are (stats.c). */
 	memset(&pp_wb, 0, sizeof(pp_wb));

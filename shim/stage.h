@@ -105,7 +105,7 @@ static inline void pp_stage_wake(struct pp_stage *st)
 {
 	__atomic_add_fetch(&st->moved, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&st->flushers, __ATOMIC_SEQ_CST))
-		syscall(SYS_futex, &st->moved, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+		PP_SYSCALL(SYS_futex, &st->moved, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
 /* @n bytes left S for the pipe: counted, and waiters woken. */

@@ -38,13 +38,15 @@ static const char *const pp_counter_names[] = {
 
 _Static_assert(ARRAY_SIZE(pp_counter_names) == PP_CNT_COUNT, "one name per counter");
 
-void pp_stats_fold(const struct pp_counters *c)
+PP_COMMON void pp_stats_fold(const struct pp_counters *c)
 {
 	for (unsigned int i = 0; i < PP_CNT_COUNT; i++) {
 		uint64_t v = __atomic_load_n(&c->v[i], __ATOMIC_RELAXED);
 
-		if (v)
+		if (v) {
+			pp_mark_used(PP_USED_STATS);
 			__atomic_fetch_add(&pp_totals_closed.v[i], v, __ATOMIC_RELAXED);
+		}
 	}
 }
 
@@ -59,8 +61,8 @@ static struct {
 } closed[PP_CLOSED_MAX];
 static uint64_t closed_n;
 
-void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
-			const char *last_fallback, const struct pp_counters *c)
+PP_COMMON void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
+				  const char *last_fallback, const struct pp_counters *c)
 {
 	struct pp_fd_report *r;
 	uint64_t i;
@@ -95,15 +97,29 @@ size_t pp_stats_closed(struct pp_fd_report *out, uint64_t *unlisted)
 	return k;
 }
 
-void pp_stats_after_fork_child(void)
+/* Zeroes @len bytes at @p unless they are zero already (no copy-on-write after fork for nothing). */
+static void clear_if_set(void *p, size_t len)
+{
+	const uint64_t *w = p;
+
+	for (size_t i = 0; i < len / sizeof(*w); i++) {
+		if (w[i]) {
+			memset(p, 0, len);
+			return;
+		}
+	}
+}
+
+PP_COMMON void pp_stats_after_fork_child(void)
 {
 	uint64_t n = closed_n < PP_CLOSED_MAX ? closed_n : PP_CLOSED_MAX;
-
-	memset(&pp_totals_closed, 0, sizeof(pp_totals_closed));
-	memset(&pp_latency_all, 0, sizeof(pp_latency_all));
+	clear_if_set(&pp_totals_closed, sizeof(pp_totals_closed));
+	if (pp_latency_all.count)
+		memset(&pp_latency_all, 0, sizeof(pp_latency_all));
 	for (uint64_t i = 0; i < n; i++)
 		closed[i].ready = 0;
-	closed_n = 0;
+	if (closed_n)
+		closed_n = 0;
 }
 
 /* ---- latency: values 0..7 exact, then 4 buckets per power of two ---- */
@@ -140,6 +156,7 @@ uint64_t pp_latency_bucket_upper(unsigned int b)
 
 void pp_latency_record(struct pp_latency *l, uint64_t ns)
 {
+	pp_mark_used(PP_USED_STATS);
 	uint64_t max = __atomic_load_n(&l->max_ns, __ATOMIC_RELAXED);
 
 	__atomic_fetch_add(&l->count, 1, __ATOMIC_RELAXED);

@@ -4,7 +4,7 @@
 
 #include <sys/stat.h>
 
-long pp_sys_pipe_ino(int fd, uint64_t *ino)
+PP_COMMON long pp_sys_pipe_ino(int fd, uint64_t *ino)
 {
 	struct stat st;
 	long r = PP_SYSCALL(SYS_fstat, fd, &st);

@@ -44,11 +44,6 @@ bool pp_turns_on(struct pp_pipe *p)
 	return c >= 0 ? c != 0 : (__atomic_load_n(&t->ended, __ATOMIC_RELAXED) & 1) != 0;
 }
 
-void pp_turn_trial_init(struct pp_turn_trial *t)
-{
-	*t = (struct pp_turn_trial){ .choice = -1 };
-}
-
 /*
  * Two writers may end consecutive windows at once (one preempted inside
  * window_ended()): the rates are read and written with relaxed atomics.
@@ -95,7 +90,7 @@ static void window_ended(struct pp_pipe *p, uint64_t start, uint64_t now, uint64
 	off = median3(t->rate[0]);
 	on = median3(t->rate[1]);
 	pp_debug("turns: pipe %llu: %s (%llu MB/s with turns, %llu without, medians of %d windows)",
-		 (unsigned long long)p->ino, on * 100 > off * TURN_WIN_PCT ? "on" : "off",
+		 (unsigned long long)pp_pipe_ino(p), on * 100 > off * TURN_WIN_PCT ? "on" : "off",
 		 (unsigned long long)(on / 1000), (unsigned long long)(off / 1000),
 		 PP_TURN_WINDOWS);
 	__atomic_store_n(&t->ended, 0, __ATOMIC_RELAXED);
@@ -160,18 +155,23 @@ void pp_turn_give(struct pp_pipe *p)
 
 	__atomic_store_n(&p->turn, 0, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&p->turn_waiters, __ATOMIC_SEQ_CST))
-		syscall(SYS_futex, &p->turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		PP_SYSCALL(SYS_futex, &p->turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
-void pp_turn_forget(struct pp_pipe *p)
+PP_COMMON void pp_turn_forget(struct pp_pipe *p)
 {
-	p->turn = 0;
-	p->turn_waiters = 0;
-	pp_turn_trial_init(&p->turn_trial);
+	/* Written only when there is something to forget: no copy-on-write for nothing. */
+	if (p->turn)
+		p->turn = 0;
+	if (p->turn_waiters)
+		p->turn_waiters = 0;
+	if (p->turn_trial.start || p->turn_trial.ended || p->turn_trial.choice != -1)
+		pp_turn_trial_init(&p->turn_trial);
 }
 
-void pp_turn_after_fork_child(void)
+PP_COMMON void pp_turn_after_fork_child(void)
 {
-	tl_tid = 0;
+	if (tl_tid)
+		tl_tid = 0;
 }

@@ -51,7 +51,10 @@ void pp_turn_give(struct pp_pipe *p);
 
 /* In a fork child: the threads that held turns are gone, and this thread's id changed. */
 void pp_turn_forget(struct pp_pipe *p);
-void pp_turn_trial_init(struct pp_turn_trial *t);
+static inline void pp_turn_trial_init(struct pp_turn_trial *t)
+{
+	*t = (struct pp_turn_trial){ .choice = -1 };
+}
 void pp_turn_after_fork_child(void);
 
 #endif

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-static int state; /* enum pp_once: started and working */
+PP_HOT int pp_uring_state; /* enum pp_once: started and working */
 static const char *reason = "not started";
 
 const char *pp_uring_reason(void)
@@ -20,12 +20,7 @@ const char *pp_uring_reason(void)
 	return __atomic_load_n(&reason, __ATOMIC_ACQUIRE);
 }
 
-bool pp_uring_started(void)
-{
-	bool ok;
-
-	return pp_once_decided(&state, &ok) && ok;
-}
+_Static_assert(PP_ONCE_YES == 2, "uring.h's pp_uring_started() reads the state as a number");
 
 #if PP_HAVE_URING
 
@@ -38,6 +33,55 @@ bool pp_uring_started(void)
 #include <sys/eventfd.h>
 #include <linux/futex.h>
 #include <poll.h>
+
+#include <dlfcn.h>
+
+/*
+ * liburing is not linked: most processes never use write-behind, and the
+ * dynamic linker would load it into every one of them. The service opens
+ * it when it starts, and the functions below go through this table (the
+ * header's inline helpers need nothing from the library).
+ */
+#define PP_LIBURING_SONAME "liburing.so.2"
+static struct {
+	int (*queue_init)(unsigned int, struct io_uring *, unsigned int);
+	void (*queue_exit)(struct io_uring *);
+	struct io_uring_probe *(*get_probe_ring)(struct io_uring *);
+	void (*free_probe)(struct io_uring_probe *);
+	int (*submit)(struct io_uring *);
+	int (*submit_and_wait)(struct io_uring *, unsigned int);
+} lib;
+#define io_uring_queue_init lib.queue_init
+#define io_uring_queue_exit lib.queue_exit
+#define io_uring_get_probe_ring lib.get_probe_ring
+#define io_uring_free_probe lib.free_probe
+#define io_uring_submit lib.submit
+#define io_uring_submit_and_wait lib.submit_and_wait
+
+/* Opens liburing once (never closed: the service may use it until exit). NULL or why not. */
+static const char *open_liburing(void)
+{
+	void *h;
+
+	if (lib.submit_and_wait)
+		return NULL;
+	h = dlopen(PP_LIBURING_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return "cannot load " PP_LIBURING_SONAME;
+#define BIND(field, name)                                 \
+	if (!(*(void **)&lib.field = dlsym(h, name))) {   \
+		lib.submit_and_wait = NULL;               \
+		return PP_LIBURING_SONAME " lacks " name; \
+	}
+	BIND(queue_init, "io_uring_queue_init")
+	BIND(queue_exit, "io_uring_queue_exit")
+	BIND(get_probe_ring, "io_uring_get_probe_ring")
+	BIND(free_probe, "io_uring_free_probe")
+	BIND(submit, "io_uring_submit")
+	BIND(submit_and_wait, "io_uring_submit_and_wait")
+#undef BIND
+	return NULL;
+}
 
 #define QUEUE_DEPTH (2 * PP_STAGE_MAX)
 #define UD_WAKE 0 /* the eventfd read; stages are index + 1 */
@@ -302,9 +346,13 @@ static void *service(void *arg)
 
 static const char *start(void)
 {
+	const char *why = open_liburing();
 	sigset_t all, old;
 	pthread_t tid;
 	int r;
+
+	if (why)
+		return why;
 
 	/* The service takes no signal: they are the program's. */
 	sigfillset(&all);
@@ -329,14 +377,18 @@ static void start_told(const char *why)
 
 bool pp_uring_ready(void)
 {
-	return pp_once_run(&state, &reason, start, "io_uring service running", start_told);
+	pp_mark_used(PP_USED_URING);
+	return pp_once_run(&pp_uring_state, &reason, start, "io_uring service running", start_told);
 }
 
-void pp_uring_after_fork_child(void)
+PP_COMMON void pp_uring_after_fork_child(void)
 {
 	bool ok;
 
-	if (pp_once_decided(&state, &ok) && ok) {
+	/* Never started: nothing to forget, and no page to write. */
+	if (__atomic_load_n(&pp_uring_state, __ATOMIC_RELAXED) == PP_ONCE_UNKNOWN)
+		return;
+	if (pp_once_decided(&pp_uring_state, &ok) && ok) {
 		/* The ring is the parent's: forget it here (its mapping stays, unused). */
 		pp_sys_close(ring.ring_fd);
 		pp_sys_close(wake_fd);
@@ -345,7 +397,7 @@ void pp_uring_after_fork_child(void)
 	}
 	setup_done = 0;
 	setup_why = NULL;
-	state = PP_ONCE_UNKNOWN;
+	pp_uring_state = PP_ONCE_UNKNOWN;
 	reason = "not started";
 }
 
@@ -361,7 +413,7 @@ bool pp_uring_ready(void)
 	return false;
 }
 
-void pp_uring_after_fork_child(void)
+PP_COMMON void pp_uring_after_fork_child(void)
 {
 }
 

@@ -23,8 +23,12 @@
  * statistics), and the vmsplice engine writes directly.
  */
 bool pp_uring_ready(void);
-/* Whether the service was ever started in this process. */
-bool pp_uring_started(void);
+/* Whether the service was ever started in this process (inline: close and fcntl ask). */
+extern int pp_uring_state;
+static inline bool pp_uring_started(void)
+{
+	return __atomic_load_n(&pp_uring_state, __ATOMIC_ACQUIRE) == 2; /* PP_ONCE_YES */
+}
 const char *pp_uring_reason(void);
 /* Wakes the service if it sleeps (async-signal-safe, cheap when awake). */
 void pp_uring_kick(void);

@@ -3,11 +3,13 @@
  * vfork() children. A child made by vfork() runs on its parent's memory
  * until it execs or exits, and runs no fork handler: whatever libppipe's
  * interposers do there (close, dup2, write...) would change the parent's
- * fd table, pipes and rings. So vfork is interposed to raise a per-thread
- * flag (the child shares the parent's thread-local storage), and while it
- * is up, each interposer asks the kernel whether this is the parent
- * (which lowers the flag) or the child (which then only makes real calls).
- * Threads that never vfork pay one thread-local load.
+ * fd table, pipes and rings. So vfork is interposed to record the pid and
+ * raise a per-thread flag (the child shares the parent's thread-local
+ * storage), and while it is up, each interposer asks the kernel whether
+ * this is the parent (which lowers the flag) or the child (which then
+ * only makes real calls). Threads that never vfork pay one thread-local
+ * load. (A CLONE_VM child made by clone() directly is not told apart;
+ * libc's own, posix_spawn's, run none of libppipe's code.)
  */
 #ifndef PP_VFORK_H
 #define PP_VFORK_H
@@ -18,13 +20,6 @@
 
 extern __thread int pp_tl_vfork __attribute__((tls_model("initial-exec")));
 
-/* Records this process's pid (start-up and fork children). */
-void pp_vfork_note_pid(void);
-/*
- * True when the raw pid is not the one recorded for this process: a vfork
- * child, however it was made (one system call; for rare paths such as exit).
- */
-bool pp_vfork_other_process(void);
 /* Slow path of pp_in_vfork_child. */
 bool pp_vfork_check(void);
 

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "compiler.h"
 #include "engine.h"
+#include "exec.h"
 #include "explain.h"
 #include "fdtable.h"
 #include "init.h"
@@ -50,7 +51,7 @@ static struct pp_pipe *adopt(int fd)
  * they go first (order), and an error they met is this write's. Returns
  * that errno, or 0.
  */
-static int flush_first(struct pp_pipe *p)
+static inline int flush_first(struct pp_pipe *p)
 {
 	/* A vfork child runs on its parent's memory: never its stages. */
 	if (likely(!p || !__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)) || pp_in_vfork_child())
@@ -58,13 +59,41 @@ static int flush_first(struct pp_pipe *p)
 	return pp_stage_flush(p);
 }
 
-static ssize_t to_libc(ssize_t r)
+static inline ssize_t to_libc(ssize_t r)
 {
 	if (r < 0) {
 		errno = (int)-r;
 		return -1;
 	}
 	return r;
+}
+
+/*
+ * A large write to an fd that is no tracked pipe: an inherited pipe end
+ * to take over now, or any pipe under PPIPE_READERS=trust; with
+ * PPIPE_DEBUG, why an inherited pipe stays plain. Out of line: most large
+ * writes of most processes go to files and sockets.
+ */
+static __attribute__((noinline)) struct pp_pipe *untracked(int fd, enum pp_end *end)
+{
+	struct pp_pipe *p = pp_exec_take_over(fd, end);
+
+	if (!p && (p = adopt(fd)))
+		*end = PP_END_WRITE;
+	if (!p && unlikely(pp_cfg.debug))
+		pp_explain_untracked(fd, pp_exec_why_plain());
+	return p;
+}
+
+/*
+ * Whether a large write to @fd may take libppipe's path: a tracked pipe,
+ * or an fd libppipe may still learn about (inherited ends, trust mode,
+ * PPIPE_DEBUG's explanations). One load of the fd's entry otherwise.
+ */
+static inline bool large_may_matter(int fd)
+{
+	return pp_fdt_tracked(fd) || pp_exec_takeover_armed || pp_cfg.readers == PP_READERS_TRUST ||
+	       unlikely(pp_cfg.debug);
 }
 
 static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t total)
@@ -76,8 +105,10 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	/* A vfork child runs on its parent's rings: never there. */
 	if (pp_in_vfork_child())
 		p = NULL;
-	else if (!(p = pp_fdt_enter(fd, &end)))
-		p = adopt(fd);
+	else if (!(p = pp_fdt_enter(fd, &end)) &&
+		 (pp_exec_takeover_armed || pp_cfg.readers == PP_READERS_TRUST ||
+		  unlikely(pp_cfg.debug)))
+		p = untracked(fd, &end);
 	if (!p)
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
@@ -134,17 +165,17 @@ static bool plain_range(const void *buf, size_t n)
  * A write below PPIPE_MIN_WRITE to a tracked pipe: the real call, counted
  * as passed through, so that a pipe's counters tell its whole story.
  */
-static ssize_t count_small(struct pp_pipe *p, ssize_t r)
+static inline ssize_t count_small(struct pp_pipe *p, ssize_t r)
 {
 	/* A vfork child's writes are not its parent's pipe's story. */
 	if (p && r >= 0 && !pp_in_vfork_child()) {
-		pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
-		pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)r);
+		pp_count_quick(&p->cnt, PP_CNT_writes_passthrough, 1);
+		pp_count_quick(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)r);
 	}
 	return r;
 }
 
-static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, size_t n)
+PP_COMMON static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, size_t n)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
 	int e = flush_first(p);
@@ -154,7 +185,8 @@ static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, si
 	return count_small(p, real_write(fd, buf, n));
 }
 
-static __attribute__((noinline)) ssize_t writev_small(int fd, const struct iovec *iov, int iovcnt)
+PP_COMMON static __attribute__((noinline)) ssize_t writev_small(int fd, const struct iovec *iov,
+								int iovcnt)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
 	int e = flush_first(p);
@@ -164,16 +196,16 @@ static __attribute__((noinline)) ssize_t writev_small(int fd, const struct iovec
 	return count_small(p, real_writev(fd, iov, iovcnt));
 }
 
-static __attribute__((noinline)) ssize_t write_large(int fd, const void *buf, size_t n)
+PP_COMMON static __attribute__((noinline)) ssize_t write_large(int fd, const void *buf, size_t n)
 {
 	struct iovec iov = { (void *)buf, n };
 
-	if (plain_range(buf, n))
+	if (plain_range(buf, n) || !large_may_matter(fd))
 		return real_write(fd, buf, n);
 	return write_iov(fd, &iov, 1, n);
 }
 
-ssize_t pp_write(int fd, const void *buf, size_t n)
+PP_COMMON ssize_t pp_write(int fd, const void *buf, size_t n)
 {
 	if (likely(n < pp_cfg.min_write)) {
 		if (likely(!pp_fdt_tracked(fd)))
@@ -183,7 +215,7 @@ ssize_t pp_write(int fd, const void *buf, size_t n)
 	return write_large(fd, buf, n);
 }
 
-ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
+PP_COMMON ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	size_t total = 0;
 
@@ -201,7 +233,7 @@ ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 			return real_writev(fd, iov, iovcnt);
 		return writev_small(fd, iov, iovcnt);
 	}
-	if (total > PP_MAX_RW_COUNT)
+	if (total > PP_MAX_RW_COUNT || !large_may_matter(fd))
 		return real_writev(fd, iov, iovcnt);
 	return write_iov(fd, iov, iovcnt, total);
 }

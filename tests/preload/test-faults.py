@@ -8,7 +8,10 @@ For each fault, runs with LD_PRELOAD=LIBRARY:
     verified (lost, duplicated, reordered or altered bytes fail it);
   - ppipe-bench in processes, 1 MiB writes into a 64 KiB pipe (partial
     vmsplices, waits, the write's hold on its file);
-  - sh -c 'cat F | cat | sha256sum' (pipes across exec, the registry).
+  - sh -c 'cat F | cat | sha256sum' (pipes across exec, the registry);
+  - Python writing F into a pipe to a fork child that hashes it: a pipe
+    whose capacity nobody asked for (libppipe asks at the first large
+    write), crossing a fork (its state moves into the registry then).
 Each must succeed with the right data, and the library must report that
 the fault was injected at least once. A table of injections and bytes
 is printed.
@@ -20,6 +23,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import pyshapes
 
 FAULTS = [
     # name, environment
@@ -86,6 +91,14 @@ def main():
             else:
                 hits += injected(r.stderr)
                 verified += 2 * (16 << 20)
+            r = run([sys.executable, "-c", pyshapes.FORK_READER, data], env)
+            got = r.stdout.split()
+            if r.returncode or not got or got[0] != want:
+                problems.append(f"fork: exit {r.returncode}, hash {got[:1]}: "
+                                f"{r.stderr.strip()[-300:]}")
+            else:
+                hits += injected(r.stderr)
+                verified += 16 << 20
             if "PPIPE_TEST_FAULT" in extra and "EIO:1000000" not in extra["PPIPE_TEST_FAULT"] \
                     and not hits:
                 problems.append("the fault was never injected")

@@ -16,34 +16,19 @@ import hashlib
 import mmap
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 
+import pyshapes
+
 MIN_WRITE = 16384
 SIZE = 48 << 20
 LINE = re.compile(r"^\d+\s+(vmsplice|write|writev)\((\d+).*\) += (\d+)$")
 
-PY_SUBPROCESS = """
-import hashlib, subprocess, sys
-r = subprocess.run(["cat", sys.argv[1]], stdout=subprocess.PIPE, check=True)
-print(hashlib.sha256(r.stdout).hexdigest())
-"""
 
-PY_STDIN = """
-import subprocess, sys
-p = subprocess.Popen(["sha256sum"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-with open(sys.argv[1], "rb") as f:
-    while True:
-        d = f.read(1 << 20)
-        if not d:
-            break
-        p.stdin.write(d)
-p.stdin.close()
-print(p.stdout.read().decode().split()[0])
-p.wait()
-"""
 
 PY_SPAWN = """
 import hashlib, os, sys
@@ -61,40 +46,28 @@ os.waitpid(pid, 0)
 print(h.hexdigest())
 """
 
-PY_SCM_RIGHTS = """
-import hashlib, os, socket, sys
-a, b = socket.socketpair()
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    a.close(); os.close(r); os.close(w)
-    msg, fds, _, _ = socket.recv_fds(b, 16, 1)
-    h = hashlib.sha256()
-    while True:
-        d = os.read(fds[0], 1 << 20)
-        if not d:
-            break
-        h.update(d)
-    print(h.hexdigest(), flush=True)
-    os._exit(0)
-b.close()
-socket.send_fds(a, [b"x"], [r])
-os.close(r)
-with open(sys.argv[1], "rb") as f:
-    while True:
-        d = f.read(1 << 20)
-        if not d:
-            break
-        v = memoryview(d)
-        while v:
-            v = v[os.write(w, v):]
-os.close(w)
-os.waitpid(pid, 0)
+
+# A reader that switches its stdin's flags: libppipe takes the inherited end over
+# then (here made to fail, PPIPE_TEST_FAULT=adopt), before any byte is read.
+PY_SETFL_READER = """
+import fcntl, hashlib, sys
+fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL))
+h = hashlib.sha256()
+while True:
+    b = sys.stdin.buffer.read1(1 << 20)
+    if not b:
+        break
+    h.update(b)
+print(h.hexdigest())
 """
 
 PY_SCRIBBLE = """
 import mmap, os, random, subprocess, sys
-r, w = os.pipe()          # makes this process tree's registry
+r, w = os.pipe()          # a pipe of ours that crosses a fork makes the tree's registry
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
 for name in os.listdir("/proc/self/fd"):
     try:
         if "libppipe-registry" in os.readlink("/proc/self/fd/" + name):
@@ -158,8 +131,8 @@ def main():
              ["sh", "-c", f"dd if={data} bs=1M status=none | sha256sum"], 90, 100),
             ("sh: 3 stages", ["sh", "-c", f"cat {data} | cat | sha256sum"], 90, 100),
             ("sh: 4 stages", ["sh", "-c", f"cat {data} | cat | cat | sha256sum"], 90, 100),
-            ("python subprocess", [py, "-c", PY_SUBPROCESS, data], 90, 100),
-            ("python subprocess, writing to the child's stdin", [py, "-c", PY_STDIN, data],
+            ("python subprocess", [py, "-c", pyshapes.READ_CHILD, data], 90, 100),
+            ("python subprocess, writing to the child's stdin", [py, "-c", pyshapes.WRITE_CHILD, data],
              90, 100),
             ("python os.posix_spawnp with file actions", [py, "-c", PY_SPAWN, data], 90, 100),
             ("the writer execs (sh -c 'exec cat')",
@@ -168,13 +141,13 @@ def main():
              ["sh", "-c", f"for i in $(seq 100); do head -c 1048576 {data} | cat | sha256sum;"
               f" done | sort -u"], 90, 100, "head1m"),
             ("read end sent over a unix socket (SCM_RIGHTS)",
-             [py, "-c", PY_SCM_RIGHTS, data], 0, 10),
+             [py, "-c", pyshapes.SCM_RIGHTS_READER, data], 0, 10),
             ("an exec that fails, then one that works",
              ["sh", "-c", f"cat {data} | {{ ./no-such-program 2>/dev/null; exec sha256sum; }}"],
              90, 100),
-            ("a reader that cannot take its pipe end over (fault)",
-             ["sh", "-c", f"cat {data} | env PPIPE_TEST_FAULT=adopt:ENOMEM:1 sha256sum"],
-             0, 10),
+            ("a reader that cannot take its pipe end over when it needs it (fault)",
+             ["sh", "-c", f"cat {data} | env PPIPE_TEST_FAULT=adopt:ENOMEM:1 "
+              f"{py} -c {shlex.quote(PY_SETFL_READER)}"], 0, 10),
             ("reader without LD_PRELOAD",
              ["sh", "-c", f"cat {data} | env -u LD_PRELOAD sha256sum"], 0, 10),
             ("reader exec'd through a stripped env",

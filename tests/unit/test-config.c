@@ -695,10 +695,30 @@ static void test_log(void)
 
 int main(void)
 {
-	/* Before pp_config_load: numeric defaults hold, no fd is selected. */
-	CHECK(pp_cfg.min_write == 16384 && pp_cfg.pool_max == 64 << 20 && pp_cfg.numa_node == -1,
-	      "static defaults");
-	CHECK(!pp_fd_selected(0) && !pp_fd_selected(1), "no fd before load");
+	/*
+	 * Before pp_config_load the table holds the defaults, every one of
+	 * them: a process without PPIPE_ variables parses nothing.
+	 */
+	{
+		struct pp_config d;
+
+		pp_config_defaults(&d);
+		CHECK(!memcmp(&pp_cfg, &d, sizeof(d)), "the initial table is the defaults");
+		CHECK(pp_cfg.min_write == 16384 && pp_fd_selected(1), "static defaults");
+	}
+	/* Without a PPIPE_ variable the loader touches nothing; with one it parses them all. */
+	{
+		char *none[] = { "PATH=/bin", "PPIPX_MIN_WRITE=1", NULL };
+		char *one[] = { "PATH=/bin", "PPIPE_MIN_WRITE=65536", NULL };
+
+		pp_cfg.min_write = 12345;
+		pp_config_load(none);
+		CHECK(pp_cfg.min_write == 12345,
+		      "no PPIPE_ variable: nothing parsed, nothing reset");
+		pp_config_load(one);
+		CHECK(pp_cfg.min_write == 65536, "a PPIPE_ variable: the table is loaded");
+		pp_config_defaults(&pp_cfg);
+	}
 
 	snprintf(prefix, sizeof(prefix), "libppipe[%d]: ", (int)getpid());
 	test_size();

@@ -108,6 +108,20 @@ def test_tree(script, base):
     check(text == want_text, f"tree: line\n  {text!r}\nwant\n  {want_text!r}")
 
 
+def test_unknown_inode(script, base):
+    # Pipes that never needed their inode are reported with inode 0: each is a
+    # pipe of its own, however many of them a tree closed.
+    d = write_dir(base, "unknown", {
+        "a": [report(1, closed=[pipe(0, "vmsplice", "created here, readers known", pt=10),
+                                pipe(0, "vmsplice", "created here, readers known", pt=20)])],
+        "b": [report(2, closed=[pipe(0, "vmsplice", "created here, readers known", pt=30)])],
+    })
+    s = json.loads(run(script, d, "--json").stdout)
+    want = {"writes below PPIPE_MIN_WRITE": 3}
+    check(s["plain_pipes"] == want, f"unknown inodes: plain {s['plain_pipes']}, want {want}")
+    check(s["bytes_passthrough"] == 60, f"unknown inodes: {s['bytes_passthrough']} B passed through")
+
+
 def test_old_and_bad(script, base):
     # A report of an older libppipe: no closed_pipes, no last_fallback.
     old = {"pid": 7, "totals": counters(0, 5000),
@@ -147,6 +161,7 @@ def main(argv):
     base = tempfile.mkdtemp(prefix="ppipe-sum-test-")
     try:
         test_tree(script, base)
+        test_unknown_inode(script, base)
         test_old_and_bad(script, base)
         test_human(script)
     finally:
