@@ -1,16 +1,55 @@
 // SPDX-License-Identifier: MIT
 /*
- * static-copy: copies stdin to stdout. Linked statically, so LD_PRELOAD
- * has no effect on it: a pipe end it holds is held by a program libppipe
- * cannot see into, and must stay plain.
+ * static-copy: copies stdin to stdout, one write() per read() (so writes
+ * into a pipe are large ones, up to the pipe's capacity). Linked
+ * statically, so LD_PRELOAD has no effect on it: a pipe end it holds is
+ * held by a program libppipe cannot see into, and must stay plain.
+ *
+ * Built with -DCOPY_REPORT and linked dynamically it is syspre-copy, which
+ * first says on stderr how it runs (test-system-preload.py runs it setuid,
+ * and in a mount namespace whose /etc names no preload):
+ *
+ *   syspre-copy: pid=PID at_secure=0|1 uid=UID euid=EUID libppipe=0|1
+ *
+ * libppipe=1 when a loaded object's name contains "libppipe".
  */
 #include <errno.h>
 #include <unistd.h>
 
+#ifdef COPY_REPORT
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+static int find_libppipe(struct dl_phdr_info *info, size_t size, void *found)
+{
+	(void)size;
+	if (info->dlpi_name && strstr(info->dlpi_name, "libppipe")) {
+		*(int *)found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static void report(void)
+{
+	int lib = 0;
+
+	dl_iterate_phdr(find_libppipe, &lib);
+	fprintf(stderr, "syspre-copy: pid=%d at_secure=%lu uid=%d euid=%d libppipe=%d\n",
+		(int)getpid(), getauxval(AT_SECURE), (int)getuid(), (int)geteuid(), lib);
+	fflush(stderr);
+}
+#endif
+
 int main(void)
 {
-	static char buf[1 << 16];
+	static char buf[1 << 20];
 
+#ifdef COPY_REPORT
+	report();
+#endif
 	for (;;) {
 		ssize_t n = read(0, buf, sizeof(buf));
 
