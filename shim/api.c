@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* The public API of include/ppipe.h. */
+/*
+ * The public API of include/ppipe.h.
+ *
+ * Layer: interpose (may use: interpose, operations, engine, pipes, resources, base).
+ */
 #include "ppipe.h"
 
 #include "compiler.h"

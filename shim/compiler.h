@@ -1,5 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* Small compiler helpers shared by every shim file. */
+/*
+ * Small compiler helpers shared by every shim file, and the conventions
+ * they all keep.
+ *
+ * Errors: a shim function that can fail returns a negative errno value
+ * (-EINVAL, -ENOMEM...), as the kernel's system calls and liburing do, and
+ * 0 or a non-negative result (a count, an fd, an index) on success; it
+ * never sets errno, which is the application's. Functions that answer a
+ * question return bool, lookups return NULL for "none". The one value
+ * outside the errno range is the engine's PP_DECLINE (engine.h): nothing
+ * was written, make the real call. Only the exported functions (the libc
+ * names in interpose.c, the API of ppipe.h) speak libc's -1 and errno.
+ *
+ * Layer: base (may use: base).
+ */
 #ifndef PP_COMPILER_H
 #define PP_COMPILER_H
 

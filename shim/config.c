@@ -15,6 +15,7 @@
 #include "compiler.h"
 #include "log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -49,11 +50,12 @@ struct pp_opt {
 	uint64_t min_u, max_u, def_u; /* size; max_u is also a string's longest length */
 	int64_t min_i, max_i, def_i; /* int */
 	const char *const *names; /* enum: the names, in enum order, NULL-terminated */
-	pp_set_fn *set; /* parses into its field; -1 leaves the field alone */
+	pp_set_fn *set; /* parses into its field; -EINVAL leaves the field alone */
 	pp_show_fn *show; /* formats its field's current value */
 };
 
 PP_HOT unsigned int pp_used;
+PP_HOT bool pp_is_active;
 
 PP_HOT struct pp_config pp_cfg = {
 /*
@@ -201,12 +203,12 @@ PP_START int pp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *
 	size_t n, d;
 
 	if (!s)
-		return -1;
+		return -EINVAL;
 	n = strlen(s);
 	pp_trim(&s, &n);
 	d = pp_span_digits(s, n, &v);
 	if (!d)
-		return -1;
+		return -EINVAL;
 	s += d;
 	n -= d;
 	if (n) {
@@ -228,12 +230,12 @@ PP_START int pp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *
 	}
 	/* Optional unit: "B" after anything, "iB" only after k/m/g. */
 	if (n && !(pp_span_is(s, n, "b") || (shift && pp_span_is(s, n, "ib"))))
-		return -1;
+		return -EINVAL;
 	if (shift && v > (UINT64_MAX >> shift))
-		return -1;
+		return -EINVAL;
 	v <<= shift;
 	if (v < min || v > max)
-		return -1;
+		return -EINVAL;
 	*out = v;
 	return 0;
 }
@@ -246,7 +248,7 @@ PP_START int pp_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 	size_t n, d;
 
 	if (!s)
-		return -1;
+		return -EINVAL;
 	n = strlen(s);
 	pp_trim(&s, &n);
 	if (n && (*s == '-' || *s == '+')) {
@@ -256,18 +258,18 @@ PP_START int pp_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 	}
 	d = pp_span_digits(s, n, &mag);
 	if (!d || d != n)
-		return -1;
+		return -EINVAL;
 	if (neg) {
 		if (mag > (uint64_t)INT64_MAX + 1)
-			return -1;
+			return -EINVAL;
 		v = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
 	} else {
 		if (mag > (uint64_t)INT64_MAX)
-			return -1;
+			return -EINVAL;
 		v = (int64_t)mag;
 	}
 	if (v < min || v > max)
-		return -1;
+		return -EINVAL;
 	*out = v;
 	return 0;
 }
@@ -279,7 +281,7 @@ PP_START int pp_parse_bool(const char *s, bool *out)
 	size_t n;
 
 	if (!s)
-		return -1;
+		return -EINVAL;
 	n = strlen(s);
 	pp_trim(&s, &n);
 	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
@@ -292,7 +294,7 @@ PP_START int pp_parse_bool(const char *s, bool *out)
 			return 0;
 		}
 	}
-	return -1;
+	return -EINVAL;
 }
 
 PP_START int pp_parse_enum(const char *s, const char *const *names, unsigned int *out)
@@ -300,7 +302,7 @@ PP_START int pp_parse_enum(const char *s, const char *const *names, unsigned int
 	size_t n;
 
 	if (!s || !names)
-		return -1;
+		return -EINVAL;
 	n = strlen(s);
 	pp_trim(&s, &n);
 	for (unsigned int i = 0; names[i]; i++) {
@@ -309,7 +311,7 @@ PP_START int pp_parse_enum(const char *s, const char *const *names, unsigned int
 			return 0;
 		}
 	}
-	return -1;
+	return -EINVAL;
 }
 
 /* One item of an fd list: a number below PP_FDS_LIST_MAX or stdin/stdout/stderr. */
@@ -326,7 +328,7 @@ PP_START static int pp_parse_fd_item(const char *s, size_t n, unsigned int *fd)
 		}
 	}
 	if (!n || pp_span_digits(s, n, &v) != n || v >= PP_FDS_LIST_MAX)
-		return -1;
+		return -EINVAL;
 	*fd = (unsigned int)v;
 	return 0;
 }
@@ -337,7 +339,7 @@ PP_START int pp_parse_fdset(const char *s, struct pp_fdset *out)
 	size_t n;
 
 	if (!s)
-		return -1;
+		return -EINVAL;
 	memset(&set, 0, sizeof(set));
 	n = strlen(s);
 	pp_trim(&s, &n);
@@ -354,7 +356,7 @@ PP_START int pp_parse_fdset(const char *s, struct pp_fdset *out)
 			unsigned int fd;
 
 			if (pp_parse_fd_item(s, (size_t)(stop - s), &fd))
-				return -1;
+				return -EINVAL;
 			set.bits[fd / 64] |= UINT64_C(1) << (fd % 64);
 			if (!comma)
 				break;
@@ -370,7 +372,7 @@ PP_START int pp_parse_fdset(const char *s, struct pp_fdset *out)
 PP_START static int pp_opt_size(const struct pp_opt *o, const char *v, uint64_t *x)
 {
 	if (pp_parse_size(v, 0, UINT64_MAX, x))
-		return -1;
+		return -EINVAL;
 	if (*x == o->def_u) /* the default may lie outside min..max (0 = automatic) */
 		return 0;
 	return *x < o->min_u || *x > o->max_u ? -1 : 0;
@@ -379,7 +381,7 @@ PP_START static int pp_opt_size(const struct pp_opt *o, const char *v, uint64_t 
 PP_START static int pp_opt_int(const struct pp_opt *o, const char *v, int64_t *x)
 {
 	if (pp_parse_int(v, INT64_MIN, INT64_MAX, x))
-		return -1;
+		return -EINVAL;
 	if (*x == o->def_i)
 		return 0;
 	return *x < o->min_i || *x > o->max_i ? -1 : 0;
@@ -390,7 +392,7 @@ PP_START static int pp_opt_string(const struct pp_opt *o, const char *v, char *d
 	size_t n = strlen(v);
 
 	if (n > o->max_u || n >= size)
-		return -1;
+		return -EINVAL;
 	memcpy(dst, v, n + 1);
 	return 0;
 }
@@ -435,26 +437,26 @@ PP_START static void pp_show_string(const char *s, char *buf, size_t len)
 #define PP_SET_size(dst, o, v)     \
 	uint64_t x;                \
 	if (pp_opt_size(o, v, &x)) \
-		return -1;         \
+		return -EINVAL;    \
 	dst = x;                   \
 	return 0;
 #define PP_SET_int(dst, o, v)     \
 	int64_t x;                \
 	if (pp_opt_int(o, v, &x)) \
-		return -1;        \
+		return -EINVAL;   \
 	dst = x;                  \
 	return 0;
 #define PP_SET_bool(dst, o, v)    \
 	bool x;                   \
 	(void)o;                  \
 	if (pp_parse_bool(v, &x)) \
-		return -1;        \
+		return -EINVAL;   \
 	dst = x;                  \
 	return 0;
 #define PP_SET_enum(dst, o, v)              \
 	unsigned int x;                     \
 	if (pp_parse_enum(v, o->names, &x)) \
-		return -1;                  \
+		return -EINVAL;             \
 	dst = x;                            \
 	return 0;
 #define PP_SET_fdset(dst, o, v) \
@@ -753,6 +755,7 @@ PP_START void pp_config_load_env(char *const *envp, bool secure)
 			pp_warn_bad(o, v);
 	}
 
+	pp_log_set_debug(pp_cfg.debug);
 	/* secure_getenv semantics: a setuid program writes no file for its caller. */
 	if (secure && pp_stats_is_path(pp_cfg.stats)) {
 		pp_quote(pp_cfg.stats, strlen(pp_cfg.stats), PP_QUOTE_MAX, dropped,

@@ -3,6 +3,8 @@
  * Configuration: every PPIPE_* option, parsed once at load from the
  * environment. options.def is the one list of options; this header and
  * config.c are generated from it by X-macros.
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_CONFIG_H
 #define PP_CONFIG_H
@@ -49,6 +51,13 @@ struct pp_config {
 
 extern struct pp_config pp_cfg;
 
+/* Initialised (init.c) and not switched off: calls may be intercepted. */
+extern bool pp_is_active;
+static inline bool pp_active(void)
+{
+	return __atomic_load_n(&pp_is_active, __ATOMIC_ACQUIRE);
+}
+
 /*
  * What this process has used so far. The fork handlers, exec and exit
  * look here first and skip what was never used: they run in every
@@ -92,7 +101,7 @@ void pp_config_defaults(struct pp_config *c);
 
 /*
  * Pure parsers, unit-tested without preload. Each returns 0 and stores
- * the value, or -1 (EINVAL-like) and leaves *out alone.
+ * the value, or -EINVAL and leaves *out alone.
  */
 int pp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int pp_parse_bool(const char *s, bool *out);

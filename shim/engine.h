@@ -3,6 +3,8 @@
  * The write engine. The interposers call it for writes at or above
  * PPIPE_MIN_WRITE on tracked pipes; everything it cannot do safely it
  * declines before a byte has moved, and the caller makes the real call.
+ *
+ * Layer: engine (may use: engine, pipes, resources, base).
  */
 #ifndef PP_ENGINE_H
 #define PP_ENGINE_H

@@ -7,6 +7,8 @@
  * Every decision that could change what a reader sees is taken before
  * the first byte moves; once bytes have moved, errors follow the kernel's
  * partial-write rules (the count, never the error).
+ *
+ * Layer: engine (may use: engine, pipes, resources, base).
  */
 #include "engine.h"
 
@@ -165,7 +167,7 @@ static int op_pin(struct write_op *op)
 
 	if (op->pin >= 0)
 		return 0;
-	pin = pp_fault(PP_FAULT_DUPFD) ?: pp_fdt_dup_spare(op->fd, true);
+	pin = pp_fault(PP_FAULT_DUPFD) ?: pp_sys_dup_spare(op->fd, true);
 	if (pin < 0)
 		return pin == -EBADF ? -ESTALE : (int)pin;
 	if (pp_fdt_epoch(op->fd) != op->epoch || pp_sys_pipe_ino((int)pin, &ino) ||
@@ -205,7 +207,7 @@ static void op_cancelled(void *arg)
 	int saved = errno;
 
 	if (op->turn) {
-		pp_turn_give(op->p);
+		pp_turn_give(&op->p->turn);
 		op->turn = false;
 	}
 	op_release_ring(op, now_ns());
@@ -279,7 +281,7 @@ static void maybe_trim(uint64_t now)
 					 __ATOMIC_RELAXED))
 		return;
 	if (prev)
-		pp_rings_trim_idle(now, pp_psi_poll(now));
+		pp_pipes_trim_rings(now, pp_psi_poll(now));
 }
 
 /* The pipe's turn, waited for with the op's clean-up covering the wait: see turn.h. */
@@ -288,7 +290,7 @@ static int op_take_turn(struct write_op *op)
 	int r;
 
 	pthread_cleanup_push(op_cancelled, op);
-	r = pp_turn_take(op->p);
+	r = pp_turn_take(&op->p->turn);
 	pthread_cleanup_pop(0);
 	op->turn = !r;
 	return r;
@@ -297,7 +299,7 @@ static int op_take_turn(struct write_op *op)
 static void op_give_turn(struct write_op *op)
 {
 	if (op->turn) {
-		pp_turn_give(op->p);
+		pp_turn_give(&op->p->turn);
 		op->turn = false;
 	}
 }
@@ -485,7 +487,7 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 			op->pushed += (size_t)n;
 			continue;
 		}
-		if (n == -EAGAIN && !op->turn && pp_turns_on(op->p)) {
+		if (n == -EAGAIN && !op->turn && pp_turns_on(&op->p->turn)) {
 			/*
 			 * The pipe is full: wait for room in turns (turn.h).
 			 * The holder may leave room behind: try again first.
@@ -623,7 +625,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 			return -ret;
 		}
 	}
-	r = pp_ring_get(p, capacity);
+	r = pp_ring_get(&p->rings, &p->gen, capacity);
 	if (!r) {
 		op_put_stage(&op);
 		/* Look again now and then: pressure ends without a ring. */
@@ -661,7 +663,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 					       capacity, &checks) :
 			       pp_ring_reserve(r, chunk, op.wfd, -1, pp_pipe_ino(p), capacity,
 					       &checks);
-		if (roff == PP_RING_MOVED) {
+		if (roff == -ESTALE) {
 			/*
 			 * The fd was switched to another object behind our
 			 * back: what the ring pushed since is unaccounted,
@@ -719,7 +721,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	if (r->thp && op.done)
 		pp_ring_account(r, op.t0 && pp_thp_timing() ? now - op.t0 : 0, op.done);
 	if (op.done)
-		pp_turn_account(p, op.done, now);
+		pp_turn_account(&p->turn, pp_pipe_ino(p), op.done, now);
 	op_release_ring(&op, now);
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);

@@ -4,10 +4,9 @@
 #include "compiler.h"
 #include "fault.h"
 #include "fdtable.h"
-#include "init.h"
+#include "config.h"
 #include "log.h"
 #include "pipe.h"
-#include "readers.h"
 #include "stage.h"
 #include "sys.h"
 #include "vfork.h"
@@ -139,6 +138,29 @@ PP_COMMON static void mark_all(int fd, struct pp_pipe *p, enum pp_end end, void 
 	pp_pipe_mark_unsafe(p, "inherited across an exec libppipe could not describe");
 }
 
+PP_COMMON static void mark_if_inherited(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
+{
+	bool any_fd = *(bool *)arg;
+	long fl;
+
+	if (!p->accel)
+		return;
+	fl = pp_sys_fcntl(fd, F_GETFD, 0);
+	if (!any_fd && (fl < 0 || (fl & FD_CLOEXEC)))
+		return;
+	/*
+	 * A read end: the new program may splice pages out. A write end:
+	 * it shares the open file and may change O_NONBLOCK behind us.
+	 */
+	pp_pipe_mark_unsafe(p, end == PP_END_READ ? "read end inherited across exec" :
+						    "write end inherited across exec");
+}
+
+PP_COMMON void pp_exec_mark_inherited(bool any_fd)
+{
+	pp_fdt_for_each(mark_if_inherited, &any_fd);
+}
+
 PP_COMMON size_t pp_exec_env_slots(char *const envp[])
 {
 	size_t n = 0;
@@ -189,6 +211,15 @@ PP_COMMON bool pp_exec_system_preload(void)
 	return k == 2;
 }
 
+PP_COMMON void pp_exec_before_vfork(void)
+{
+	if (pp_pipes_live()) {
+		pp_fdt_learn_all();
+		pp_pipes_share_all();
+		pp_exec_system_preload();
+	}
+}
+
 /*
  * @spawn: the image will be a child posix_spawn() makes (this process
  * stays), and with @any_fd its file actions may hand it any fd.
@@ -220,7 +251,7 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
 		if (pp_in_vfork_child())
 			pp_fdt_for_each(mark_all, NULL); /* our table is the parent's */
 		else
-			pp_readers_before_exec(any_fd);
+			pp_exec_mark_inherited(any_fd);
 		return (char **)envp;
 	}
 	/* A vfork child, or a spawning parent, keeps its holds. */

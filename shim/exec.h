@@ -7,6 +7,8 @@
  * it holds and lifts its charges. Where the new image cannot be described
  * (no registry, no /proc, too many pipes), the pipes it inherits are
  * marked unsafe as before: plain writes for good.
+ *
+ * Layer: operations (may use: operations, engine, pipes, resources, base).
  */
 #ifndef PP_EXEC_H
 #define PP_EXEC_H
@@ -53,6 +55,11 @@ void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child);
 bool pp_exec_system_preload(void);
 /* Whether a preload list (ld.so.preload's text, LD_PRELOAD's value) names libppipe. */
 bool pp_preload_list_names_us(const char *s);
+/*
+ * Before vfork(): the child may exec with this process's pipe ends, and
+ * runs on its memory, so their state moves where it can follow now.
+ */
+void pp_exec_before_vfork(void);
 /* Whether @envp carries a registry from the image that exec'd this one. */
 bool pp_exec_inherited(char **envp);
 /*
@@ -71,6 +78,16 @@ void pp_exec_forget_inherited(char **envp);
  * until then pp_exec_take_over() has nothing to look at.
  */
 extern int pp_exec_takeover_armed;
+
+/*
+ * Before an exec libppipe cannot describe (system(), popen(), no
+ * registry): marks every accelerated pipe with an end this process holds
+ * without FD_CLOEXEC (or at all, when @any_fd: spawn file actions may
+ * hand on any fd) unsafe, for every process of the tree. A read end: the
+ * new program may splice pages out; a write end: it shares the open file
+ * and may switch it to O_NONBLOCK or packet mode unseen.
+ */
+void pp_exec_mark_inherited(bool any_fd);
 
 /* Why an inherited pipe that is not taken over stays plain (PPIPE_DEBUG). */
 const char *pp_exec_why_plain(void);

@@ -5,6 +5,8 @@
  * per kind of fallback per process. Lines go out through log.c (formatted
  * on the stack, one raw write), so a signal handler's write may print one.
  * Without PPIPE_DEBUG the cost is a flag check.
+ *
+ * Layer: engine (may use: engine, pipes, resources, base).
  */
 #ifndef PP_EXPLAIN_H
 #define PP_EXPLAIN_H

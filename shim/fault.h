@@ -26,6 +26,8 @@
  * times slower than they ran, so that either verdict can be forced
  * through the real measurement and switching code; "watch" makes the
  * trials say on and the watch after them doubt it, until it is undone.
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_FAULT_H
 #define PP_FAULT_H

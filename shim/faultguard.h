@@ -11,6 +11,8 @@
  * ours (once ours are in place: they are installed at the first
  * accelerated write, not at load); a process that installs handlers with the raw system call
  * bypasses this, and then a bad buffer crashes it as memcpy would.
+ *
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_FAULTGUARD_H
 #define PP_FAULTGUARD_H

@@ -5,7 +5,6 @@
 #include "config.h"
 #include "exec.h"
 #include "fdtable.h"
-#include "init.h"
 #include "log.h"
 #include "pipe.h"
 #include "real.h"

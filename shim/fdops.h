@@ -3,6 +3,8 @@
  * The calls that create pipes or change what an fd number refers to.
  * Each makes the real call and keeps the fd cache in step with it.
  * Return values and errno are exactly the real call's.
+ *
+ * Layer: operations (may use: operations, engine, pipes, resources, base).
  */
 #ifndef PP_FDOPS_H
 #define PP_FDOPS_H

@@ -39,7 +39,6 @@ _Static_assert(PP_MAX_PIPES <= W_INDEX_MASK + 1, "pipe indexes fit the fd table'
 PP_HOT static uint64_t *fdt;
 PP_HOT static int fdt_size;
 PP_HOT static int fdt_top; /* highest fd ever given an entry, plus one: walks stop there */
-PP_HOT static int spare_base; /* lowest fd number for libppipe's own fds */
 
 PP_COMMON int pp_fdt_map(void)
 {
@@ -55,28 +54,17 @@ PP_COMMON int pp_fdt_map(void)
 	t = mmap(NULL, n * sizeof(*t), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (t == MAP_FAILED)
-		return -1;
+		return -ENOMEM;
 	/*
 	 * libppipe's own short-lived fds go to the upper half of the soft
 	 * limit (at most 512), out of the way of the numbers the program
 	 * gets from open() and expects from dup2() targets it chose.
 	 */
 	if (rl.rlim_cur >= 128)
-		spare_base = rl.rlim_cur / 2 > 512 ? 512 : (int)(rl.rlim_cur / 2);
+		pp_sys_spare_fds_from(rl.rlim_cur / 2 > 512 ? 512 : (int)(rl.rlim_cur / 2));
 	fdt_size = (int)n;
 	__atomic_store_n(&fdt, t, __ATOMIC_RELEASE);
 	return 0;
-}
-
-PP_COMMON long pp_fdt_dup_spare(int fd, bool cloexec)
-{
-	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
-	long r = pp_sys_fcntl(fd, cmd, (unsigned long)spare_base);
-
-	/* The soft limit was lowered below the range since: anywhere, then. */
-	if (r == -EINVAL && spare_base)
-		r = pp_sys_fcntl(fd, cmd, 0);
-	return r;
 }
 
 PP_COMMON uint32_t pp_fdt_epoch(int fd)

@@ -6,6 +6,8 @@
  * interposed call that changes what an fd number means updates it;
  * the write path also checks the fd's inode, so a change made behind the
  * shim's back (an internal libc close) is caught before it matters.
+ *
+ * Layer: pipes (may use: pipes, resources, base).
  */
 #ifndef PP_FDTABLE_H
 #define PP_FDTABLE_H
@@ -17,7 +19,7 @@
 
 /*
  * Sizes and maps the table from RLIMIT_NOFILE, at the first pipe libppipe
- * tracks. Idempotent; async-signal-safe.
+ * tracks. Idempotent; async-signal-safe. 0, or -ENOMEM.
  */
 int pp_fdt_map(void);
 
@@ -46,12 +48,6 @@ struct pp_pipe *pp_fdt_enter(int fd, enum pp_end *end);
 uint32_t pp_fdt_epoch(int fd);
 /* Moves @fd's epoch: call before a dup2()/dup3() onto @fd. */
 void pp_fdt_invalidate(int fd);
-/*
- * A duplicate of @fd for libppipe's own use, numbered in the upper half
- * of the soft fd limit (at most from 512), out of the way of the numbers
- * the program uses. Returns the new fd or -errno.
- */
-long pp_fdt_dup_spare(int fd, bool cloexec);
 
 /*
  * Learns @p's inode from its fds, the first time it is needed (pipe()

@@ -32,8 +32,6 @@
 
 extern char **environ;
 
-PP_HOT bool pp_is_active;
-
 /* Thread id of the thread writing a report (it owns report_ctx), 0 if none. */
 PP_HOT static int report_owner;
 /* The process's last report (exit or _exit) has been written or is being written. */

@@ -3,18 +3,13 @@
  * Start-up and process life cycle: the constructor (bind the real
  * functions, read the options, nothing else), the fork handlers, and the
  * statistics at exit and _exit.
+ *
+ * Layer: interpose (may use: interpose, operations, engine, pipes, resources, base).
  */
 #ifndef PP_INIT_H
 #define PP_INIT_H
 
 #include <stdbool.h>
-
-/* Initialised and not switched off: calls may be intercepted. */
-extern bool pp_is_active;
-static inline bool pp_active(void)
-{
-	return __atomic_load_n(&pp_is_active, __ATOMIC_ACQUIRE);
-}
 
 /*
  * Writes the process's last PPIPE_STATS report: run at exit. Only the first

@@ -3,6 +3,8 @@
  * The exported libc names, one line each: everything else is in the
  * module that owns the call. Variadic and wrapper-only calls (fcntl, the
  * exec family, system, popen) are unpacked here.
+ *
+ * Layer: interpose (may use: interpose, operations, engine, pipes, resources, base).
  */
 /*
  * Without this the headers would rename fcntl to fcntl64 and the two
@@ -18,8 +20,10 @@
 #include "readers.h"
 #include "real.h"
 #include "sys.h"
+#include "vfork.h"
 #include "writepath.h"
 
+#include <dlfcn.h>
 #include <alloca.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -337,12 +341,73 @@ PP_COMMON PP_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 
 PP_COMMON PP_EXPORT int system(const char *command)
 {
-	pp_readers_before_exec(false);
+	pp_exec_mark_inherited(false);
 	return PP_REAL(system) ? pp_real.system(command) : -1;
 }
 
 PP_COMMON PP_EXPORT FILE *popen(const char *command, const char *type)
 {
-	pp_readers_before_exec(false);
+	pp_exec_mark_inherited(false);
 	return PP_REAL(popen) ? (FILE *)pp_real.popen(command, type) : NULL;
 }
+
+/*
+ * vfork(): the child runs on this process's memory until it execs or
+ * exits (vfork.h).
+ */
+PP_HOT static void *real_vfork;
+
+/* Used when libc's vfork could not be found: fork() is a valid vfork(). */
+PP_COMMON static pid_t vfork_fallback(void)
+{
+	return fork();
+}
+
+/*
+ * Called by the trampoline below in the parent, just before libc's vfork:
+ * raises the flag and returns where to jump. libc's vfork is looked up at
+ * the first vfork, not at load.
+ */
+__attribute__((visibility("hidden"))) void *pp_vfork_enter(void);
+PP_COMMON void *pp_vfork_enter(void)
+{
+	void *fn = __atomic_load_n(&real_vfork, __ATOMIC_ACQUIRE);
+
+	if (!fn) {
+		fn = dlsym(RTLD_NEXT, "vfork");
+		if (!fn)
+			fn = (void *)vfork_fallback;
+		__atomic_store_n(&real_vfork, fn, __ATOMIC_RELEASE);
+	}
+	pp_exec_before_vfork();
+	pp_vfork_raise();
+	return fn;
+}
+
+/*
+ * vfork itself cannot be wrapped by a C function: the child would return
+ * through a frame the parent returns through again later. The trampoline
+ * calls pp_vfork_enter() (a call that has returned before the vfork) and
+ * jumps to libc's vfork, adding no frame of its own.
+ */
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"	subq $8, %rsp\n" /* the call wants a 16-byte aligned stack */
+	"	call pp_vfork_enter\n"
+	"	addq $8, %rsp\n"
+	"	jmp *%rax\n"
+	".size vfork, .-vfork\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, %function\n"
+	"vfork:\n"
+	"	stp x29, x30, [sp, #-16]!\n"
+	"	bl pp_vfork_enter\n"
+	"	ldp x29, x30, [sp], #16\n"
+	"	br x0\n"
+	".size vfork, .-vfork\n");
+#endif

@@ -15,8 +15,7 @@
  */
 #include "log.h"
 
-#include "config.h"
-#include "sys.h"
+#include "syscall.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -27,6 +26,14 @@
 
 /* One message: prefix, text, newline. Longer messages are cut with "...". */
 #define PP_LOG_MAX 1024
+
+/* PPIPE_DEBUG, as the options set it (pp_log_set_debug). */
+static bool debug_on;
+
+void pp_log_set_debug(bool on)
+{
+	__atomic_store_n(&debug_on, on, __ATOMIC_RELAXED);
+}
 
 void pp_log_raw(int fd, const char *buf, size_t len)
 {
@@ -105,7 +112,7 @@ void pp_debug(const char *fmt, ...)
 	int saved = errno;
 	va_list ap;
 
-	if (!pp_cfg.debug)
+	if (!__atomic_load_n(&debug_on, __ATOMIC_RELAXED))
 		return;
 	va_start(ap, fmt);
 	pp_vlog(fmt, ap);
@@ -118,7 +125,8 @@ void pp_debug_once(int *once, const char *fmt, ...)
 	int saved = errno;
 	va_list ap;
 
-	if (!pp_cfg.debug || __atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&debug_on, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
 		return;
 	va_start(ap, fmt);
 	pp_vlog(fmt, ap);

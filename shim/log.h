@@ -3,16 +3,21 @@
  * Messages on stderr, prefixed "libppipe[pid]: ". Formatting goes to a
  * stack buffer and out with one raw write(2), so logging is safe from any
  * context, allocates nothing and never recurses into the shim.
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_LOG_H
 #define PP_LOG_H
 
 #include "compiler.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Always printed (configuration warnings, fatal conditions). */
 void pp_warn(const char *fmt, ...) PP_PRINTF(1, 2);
+/* Whether pp_debug() prints: the options set it once they are read (config.c). */
+void pp_log_set_debug(bool on);
 /* Printed only with PPIPE_DEBUG=1. */
 void pp_debug(const char *fmt, ...) PP_PRINTF(1, 2);
 /* Printed once per @once flag, only with PPIPE_DEBUG=1. */

@@ -4,6 +4,8 @@
  * caller makes it; callers meanwhile (other threads, or a signal handler
  * that interrupted the first caller) are told it is being made and go on
  * without it. Used by the start-up probes, which run inside writes.
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_ONCE_H
 #define PP_ONCE_H

@@ -112,7 +112,7 @@ PP_COMMON struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capac
 		return NULL;
 	memset((char *)p + offsetof(struct pp_pipe, ino), 0,
 	       offsetof(struct pp_pipe, users) - offsetof(struct pp_pipe, ino));
-	pp_turn_trial_init(&p->turn_trial);
+	pp_turn_init(&p->turn);
 	__atomic_store_n(&p->ino, ino, __ATOMIC_RELEASE);
 	p->created_here = created_here;
 	__atomic_store_n(&p->sh, &p->local, __ATOMIC_RELAXED);
@@ -186,7 +186,7 @@ PP_COMMON static void pipe_try_free(struct pp_pipe *p)
 		return;
 	__atomic_fetch_add(&p->gen, 1, __ATOMIC_RELEASE);
 	pp_pipe_report_closed(p);
-	pp_rings_free(p);
+	pp_rings_free(&p->rings);
 	registry_release(p);
 	__atomic_sub_fetch(&live_pipes, 1, __ATOMIC_RELAXED);
 	slot_push(p);
@@ -281,6 +281,19 @@ PP_COMMON void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg
 	}
 }
 
+static void trim_one(struct pp_pipe *p, void *plan)
+{
+	pp_rings_trim(&p->rings, plan);
+}
+
+void pp_pipes_trim_rings(uint64_t now_ns, bool pressure)
+{
+	struct pp_ring_trim plan;
+
+	pp_ring_trim_plan(&plan, now_ns, pressure);
+	pp_pipes_for_each(trim_one, &plan);
+}
+
 /* Shares @p, or makes it plain when it cannot be shared. True when shared. */
 static bool share_or_plain(struct pp_pipe *p)
 {
@@ -341,8 +354,8 @@ PP_COMMON void pp_pipes_after_fork_child(void)
 			p->users = 0;
 		if (p->state != PP_PIPE_LIVE)
 			continue;
-		pp_rings_forget(p);
-		pp_turn_forget(p);
+		pp_rings_forget(&p->rings);
+		pp_turn_forget(&p->turn);
 		/* What it did in the parent is the parent's to report and explain. */
 		for (int k = 0; k < PP_CNT_COUNT; k++) {
 			if (p->cnt.v[k]) {

@@ -13,28 +13,19 @@
  * Lifetime: a pp_pipe is referenced by its fds (fd_refs) and by threads
  * inside it (users). The last fd going away marks it dead; whoever drops
  * the last reference frees its rings and gives the slot back.
+ *
+ * Layer: pipes (may use: pipes, resources, base).
  */
 #ifndef PP_PIPE_H
 #define PP_PIPE_H
 
+#include "registry.h"
+#include "ring.h"
 #include "stats.h"
 #include "turn.h"
 
 #include <stdbool.h>
 #include <stdint.h>
-
-struct pp_ring;
-
-/* Cross-process state of one pipe (the registry's slot layout, registry.h). */
-struct pp_shared {
-	uint64_t ino; /* 0: free slot */
-	uint32_t unsafe; /* a reader may keep pages: no reuse, ever again */
-	uint32_t capacity_max; /* largest capacity any process saw, bytes */
-	uint32_t holders; /* processes holding an fd of it */
-	uint32_t nonblock; /* the write end's open file has O_NONBLOCK */
-	uint32_t pending; /* exec'd images that got an end and have not confirmed */
-	uint32_t spare;
-};
 
 enum pp_end { PP_END_READ = 0, PP_END_WRITE = 1 };
 /* Pipe objects one process can track at once. */
@@ -63,19 +54,16 @@ struct pp_pipe {
 	bool released; /* its registry hold went to the image of an exec in progress */
 	bool marked_here; /* made unsafe by this process (or its parent): reason says why */
 	uint64_t stage_word; /* its write-behind stage (stage.h), 0 none (atomic) */
-	struct pp_ring *rings;
 	const char *last_fallback; /* why its last large write took the real call */
 	int path_told; /* PPIPE_DEBUG said which path it took, in this process */
 	/* Its state while it has not crossed into another process: */
 	struct pp_shared local __attribute__((aligned(64)));
 	/* Written by every write: */
 	struct pp_counters cnt __attribute__((aligned(64)));
-	int lock; /* guards rings (spin; never held across a syscall) */
-	int turn; /* tid of the writer pushing now, 0 none (turn.c) */
-	int turn_waiters; /* writers waiting for the turn */
+	struct pp_rings rings; /* one per writing thread (ring.h) */
 	int fd_refs; /* fds of this process (atomic) */
 	int wfd_refs; /* of them, write ends (atomic) */
-	struct pp_turn_trial turn_trial; /* PPIPE_TURNS=auto */
+	struct pp_turn turn; /* writer turns (turn.h) */
 	/*
 	 * Kept across reuse of the slot: a thread walking the pipes may hold
 	 * users on a slot while it is freed and taken again.
@@ -219,6 +207,8 @@ static inline struct pp_pipe *pp_pipe_at(uint32_t index)
  * call. Not for hot paths: it walks every slot ever used.
  */
 void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg);
+/* Trims the rings of every pipe (ring.h, pp_ring_trim_plan): the engine calls it now and then. */
+void pp_pipes_trim_rings(uint64_t now_ns, bool pressure);
 /* Live pipes in this process: 0 means libppipe has nothing to do at fork or exec. */
 int pp_pipes_live(void);
 /*

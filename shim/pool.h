@@ -3,6 +3,8 @@
  * The pool: pre-faulted, page-aligned memory for rings, placed on the
  * writer's NUMA node, never inherited by fork children, and accounted
  * against the process cap (PPIPE_POOL_MAX).
+ *
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_POOL_H
 #define PP_POOL_H

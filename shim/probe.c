@@ -5,6 +5,8 @@
  * copy would make libppipe pure overhead) and MADV_POPULATE_READ (5.14)
  * to check a caller's buffer before copying from it. Raw system calls
  * only: it runs from inside an interposed call.
+ *
+ * Layer: engine (may use: engine, pipes, resources, base).
  */
 #include "engine.h"
 

@@ -2,6 +2,8 @@
 /*
  * Memory pressure (PSI) for the pool: polled now and then from the write
  * path, no thread and no fd of its own. See psi.c.
+ *
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_PSI_H
 #define PP_PSI_H

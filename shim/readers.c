@@ -10,29 +10,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-PP_COMMON static void mark_if_inherited(int fd, struct pp_pipe *p, enum pp_end end, void *arg)
-{
-	bool any_fd = *(bool *)arg;
-	long fl;
-
-	if (!p->accel)
-		return;
-	fl = pp_sys_fcntl(fd, F_GETFD, 0);
-	if (!any_fd && (fl < 0 || (fl & FD_CLOEXEC)))
-		return;
-	/*
-	 * A read end: the new program may splice pages out. A write end:
-	 * it shares the open file and may change O_NONBLOCK behind us.
-	 */
-	pp_pipe_mark_unsafe(p, end == PP_END_READ ? "read end inherited across exec" :
-						    "write end inherited across exec");
-}
-
-PP_COMMON void pp_readers_before_exec(bool any_fd)
-{
-	pp_fdt_for_each(mark_if_inherited, &any_fd);
-}
-
 /* @fd's pipe, entered: tracked, or an inherited end taken over now. */
 static struct pp_pipe *enter_any(int fd, enum pp_end *end)
 {

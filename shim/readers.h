@@ -8,8 +8,8 @@
  * Three things make the readers unknown for good, and each marks the pipe
  * unsafe for every process of the tree, before the call that could let a
  * page escape:
- *   - an exec libppipe cannot describe (exec.c falls back to
- *     pp_readers_before_exec: system(), popen(), no /proc...) while an end
+ *   - an exec libppipe cannot describe (system(), popen(), no registry:
+ *     exec.c's pp_exec_mark_inherited) while an end
  *     would be inherited: the new program may splice pages out, or switch
  *     the shared open file to O_NONBLOCK or packet mode unseen;
  *   - splice() or tee() from a read end in this process (both pass page
@@ -18,18 +18,13 @@
  * An unsafe pipe takes the plain write path from then on; pages already
  * in it are never written again. io_uring's SPLICE and TEE operations are
  * not seen (see the README's limits).
+ *
+ * Layer: operations (may use: operations, engine, pipes, resources, base).
  */
 #ifndef PP_READERS_H
 #define PP_READERS_H
 
 #include <stdbool.h>
-
-/*
- * Before an exec or spawn: marks every pipe whose read end this process
- * holds without FD_CLOEXEC (or at all, when @any_fd may be inherited, as
- * with spawn file actions) unsafe.
- */
-void pp_readers_before_exec(bool any_fd);
 
 struct msghdr;
 /* Before sendmsg(): pipe ends passed with SCM_RIGHTS leave our sight. */

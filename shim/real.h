@@ -4,6 +4,8 @@
  * They are bound once, by pp_real_bind() from the constructor. A call that
  * arrives before that (another library's constructor) goes to the raw
  * system call, so it works at any time and never recurses.
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_REAL_H
 #define PP_REAL_H

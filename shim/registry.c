@@ -8,8 +8,6 @@
 
 #include "compiler.h"
 #include "fault.h"
-#include "fdtable.h"
-#include "pipe.h"
 #include "sys.h"
 
 #include <fcntl.h>
@@ -77,7 +75,7 @@ PP_COMMON int pp_reg_fd(void)
 /* Moves @fd to libppipe's own range of numbers (where it stays if it cannot). */
 static int move_high(int fd, bool cloexec)
 {
-	long nfd = pp_fdt_dup_spare(fd, cloexec);
+	long nfd = pp_sys_dup_spare(fd, cloexec);
 
 	if (nfd < 0)
 		return fd;
@@ -109,7 +107,7 @@ static uint64_t fd_ino(int fd)
 static long inheritable_fd(void)
 {
 	char path[64] = "/proc/";
-	long fd = pp_fdt_dup_spare(pp_reg_fd(), false);
+	long fd = pp_sys_dup_spare(pp_reg_fd(), false);
 	size_t k;
 
 	if (fd != -EBADF)
@@ -468,7 +466,7 @@ PP_START int pp_reg_exec_claim(void)
 	 */
 	for (int i = 0; i < 1000 && (r = claim_once(&recs()[joined_rec], pid, comm)) == 2; i++)
 		PP_SYSCALL(SYS_nanosleep, &pause, NULL);
-	return r == 1 ? nclaimed : -1;
+	return r == 1 ? nclaimed : -ESRCH;
 }
 
 PP_COMMON long pp_reg_claimed_take(uint64_t ino)
@@ -481,7 +479,7 @@ PP_COMMON long pp_reg_claimed_take(uint64_t ino)
 						__ATOMIC_RELAXED))
 			return claimed[i].slot;
 	}
-	return -1;
+	return -ENOENT;
 }
 
 PP_COMMON struct pp_shared *pp_reg_claimed_slot(uint64_t ino)

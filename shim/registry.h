@@ -24,6 +24,8 @@
  * untrusted input: every index is checked against this library's own
  * constants, no pointer is ever stored in it, and a damaged or foreign
  * file only makes pipes plain.
+ *
+ * Layer: pipes (may use: pipes, resources, base).
  */
 #ifndef PP_REGISTRY_H
 #define PP_REGISTRY_H
@@ -32,7 +34,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct pp_shared;
+/*
+ * Cross-process state of one pipe: a registry slot, or the pipe object's
+ * own copy while the pipe has not crossed into another process (pipe.h).
+ */
+struct pp_shared {
+	uint64_t ino; /* 0: free slot */
+	uint32_t unsafe; /* a reader may keep pages: no reuse, ever again */
+	uint32_t capacity_max; /* largest capacity any process saw, bytes */
+	uint32_t holders; /* processes holding an fd of it */
+	uint32_t nonblock; /* the write end's open file has O_NONBLOCK */
+	uint32_t pending; /* exec'd images that got an end and have not confirmed */
+	uint32_t spare;
+};
 
 /* Pipe ends of one exec, as charged in its record. */
 #define PP_EXEC_MAX_PIPES 16
@@ -84,14 +98,14 @@ void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid);
 /*
  * In the new image, at start-up: lifts the charges of the record that
  * describes this process, if there is one, and holds its pipes instead.
- * Returns how many pipes it holds now, or -1 when the record was not
+ * Returns how many pipes it holds now, or -ESRCH when the record was not
  * this image's (its pipes stay pending).
  */
 int pp_reg_exec_claim(void);
 
 /*
  * The claimed hold on pipe @ino, handed to the caller (which keeps it in
- * the pipe's object): the slot index, or -1 when there is none left.
+ * the pipe's object): the slot index, or -ENOENT when there is none left.
  */
 long pp_reg_claimed_take(uint64_t ino);
 /* The slot of a claimed pipe @ino not yet taken over, or NULL. */

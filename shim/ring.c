@@ -4,20 +4,21 @@
 #include "config.h"
 #include "fault.h"
 #include "log.h"
-#include "pipe.h"
 #include "pool.h"
 #include "psi.h"
 #include "sys.h"
 #include "thp.h"
 
+#include <errno.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 
-/* Per-thread cache of (pipe incarnation -> ring), checked on every write. */
+/* Per-thread cache of (owner incarnation -> ring), checked on every write. */
 #define TL_RINGS 4
 
 struct tl_entry {
-	struct pp_pipe *pipe;
+	struct pp_rings *set;
+	const uint32_t *gen_word; /* the owner's incarnation counter */
 	uint32_t gen;
 	struct pp_ring *ring;
 };
@@ -50,19 +51,19 @@ static size_t round_up(size_t v, size_t to)
  * holder in the same thread gives up (and writes plainly) instead of
  * spinning forever.
  */
-static bool list_trylock(struct pp_pipe *p)
+static bool list_trylock(struct pp_rings *set)
 {
 	for (int i = 0; i < 10000; i++) {
-		if (!__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE))
+		if (!__atomic_exchange_n(&set->lock, 1, __ATOMIC_ACQUIRE))
 			return true;
 		__builtin_ia32_pause();
 	}
 	return false;
 }
 
-static void list_unlock(struct pp_pipe *p)
+static void list_unlock(struct pp_rings *set)
 {
-	__atomic_store_n(&p->lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&set->lock, 0, __ATOMIC_RELEASE);
 }
 
 /*
@@ -110,24 +111,29 @@ static struct pp_ring *ring_create(uint32_t capacity)
 	return r;
 }
 
-struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity)
+static uint32_t gen_of(const uint32_t *gen_word)
 {
-	uint32_t gen = pp_pipe_gen(p);
+	return __atomic_load_n(gen_word, __ATOMIC_ACQUIRE);
+}
+
+struct pp_ring *pp_ring_get(struct pp_rings *set, const uint32_t *gen_word, uint32_t capacity)
+{
+	uint32_t gen = gen_of(gen_word);
 	struct tl_entry *slot;
 	struct pp_ring *r;
 
 	for (int i = 0; i < TL_RINGS; i++) {
 		struct tl_entry *e = &tl_rings[i];
 
-		if (e->pipe == p && e->gen == gen)
+		if (e->set == set && e->gen == gen)
 			return e->ring;
 	}
-	/* Evict an entry of a pipe that is gone, else round robin. */
+	/* Evict an entry of an owner that is gone, else round robin. */
 	slot = &tl_rings[tl_next++ % TL_RINGS];
 	for (int i = 0; i < TL_RINGS; i++) {
 		struct tl_entry *e = &tl_rings[i];
 
-		if (!e->pipe || pp_pipe_gen(e->pipe) != e->gen) {
+		if (!e->set || gen_of(e->gen_word) != e->gen) {
 			slot = e;
 			break;
 		}
@@ -136,25 +142,25 @@ struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity)
 		tl_tid = pp_sys_gettid();
 
 	/* Ours already (the cache forgot it)? */
-	if (!list_trylock(p))
+	if (!list_trylock(set))
 		return NULL;
-	for (r = p->rings; r && r->owner != tl_tid; r = r->next)
+	for (r = set->head; r && r->owner != tl_tid; r = r->next)
 		;
-	list_unlock(p);
+	list_unlock(set);
 	if (!r) {
 		r = ring_create(capacity);
 		if (!r)
 			return NULL;
 		r->owner = tl_tid;
-		if (!list_trylock(p)) {
+		if (!list_trylock(set)) {
 			pp_pool_unmap(r->data, r->map_len);
 			return NULL;
 		}
-		r->next = p->rings;
-		p->rings = r;
-		list_unlock(p);
+		r->next = set->head;
+		set->head = r;
+		list_unlock(set);
 	}
-	*slot = (struct tl_entry){ .pipe = p, .gen = gen, .ring = r };
+	*slot = (struct tl_entry){ .set = set, .gen_word = gen_word, .gen = gen, .ring = r };
 	return r;
 }
 
@@ -180,7 +186,7 @@ long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, int stage_fd, uint64
 
 	len = round_up(len, page);
 	if (len > r->max_chunk)
-		return PP_RING_BUSY;
+		return -EBUSY;
 	if (off + len > r->size)
 		off = 0;
 	first = off / page;
@@ -201,23 +207,23 @@ long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, int stage_fd, uint64
 		if (r->verified_slots >= newest_slots + cap_slots)
 			return (long)off;
 		if (!verify_identity(r, fd, ino, checks))
-			return PP_RING_MOVED;
+			return -ESTALE;
 		return (long)off;
 	}
 	/* Exact test: fewer bytes queued than we pushed after the region. */
 	if (!verify_identity(r, fd, ino, checks))
-		return PP_RING_MOVED;
+		return -ESTALE;
 	checks->fionread++;
 	if (pp_fault(PP_FAULT_FIONREAD))
-		return PP_RING_BUSY;
+		return -EBUSY;
 	if (stage_fd >= 0) {
 		if (pp_sys_ioctl(stage_fd, FIONREAD, &staged) || staged < 0)
-			return PP_RING_BUSY;
+			return -EBUSY;
 	}
 	if (pp_sys_ioctl(fd, FIONREAD, &queued) == 0 && queued >= 0 &&
 	    (uint64_t)queued + (uint64_t)staged <= r->pushed_bytes - newest_bytes)
 		return (long)off;
-	return PP_RING_BUSY;
+	return -EBUSY;
 }
 
 void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes)
@@ -315,20 +321,14 @@ void pp_ring_account(struct pp_ring *r, uint64_t ns, size_t bytes)
 
 static uint64_t trimmed_bytes; /* given back by trimming, in all */
 
-struct trim_args {
-	uint64_t now, idle;
-	size_t keep;
-};
-
-static void trim_pipe(struct pp_pipe *p, void *arg)
+void pp_rings_trim(struct pp_rings *set, const struct pp_ring_trim *t)
 {
-	const struct trim_args *a = arg;
-	uint64_t now = a->now, idle = a->idle;
-	size_t page = pp_page_size(), keep = a->keep;
+	uint64_t now = t->now, idle = t->idle;
+	size_t page = pp_page_size(), keep = t->keep;
 
-	if (!list_trylock(p))
+	if (!__atomic_load_n(&set->head, __ATOMIC_RELAXED) || !list_trylock(set))
 		return;
-	for (struct pp_ring *r = p->rings; r; r = r->next) {
+	for (struct pp_ring *r = set->head; r; r = r->next) {
 		size_t npages;
 
 		/* Claim it first: the owner writes its fields only while busy. */
@@ -365,23 +365,21 @@ static void trim_pipe(struct pp_pipe *p, void *arg)
 		r->resident = keep;
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 	}
-	list_unlock(p);
+	list_unlock(set);
 }
 
-void pp_rings_trim_idle(uint64_t now_ns, bool pressure)
+void pp_ring_trim_plan(struct pp_ring_trim *t, uint64_t now_ns, bool pressure)
 {
-	struct trim_args a = {
+	*t = (struct pp_ring_trim){
 		.now = now_ns,
 		.idle = pp_cfg.idle_ms * 1000000ull,
 		.keep = round_up(pp_cfg.pool_keep, pp_page_size()),
 	};
-
 	/* Under pressure: everything not written since the last look goes. */
 	if (pressure) {
-		a.idle /= 2;
-		a.keep = 0;
+		t->idle /= 2;
+		t->keep = 0;
 	}
-	pp_pipes_for_each(trim_pipe, &a);
 }
 
 uint64_t pp_rings_trimmed_bytes(void)
@@ -389,26 +387,26 @@ uint64_t pp_rings_trimmed_bytes(void)
 	return __atomic_load_n(&trimmed_bytes, __ATOMIC_RELAXED);
 }
 
-PP_COMMON void pp_rings_free(struct pp_pipe *p)
+PP_COMMON void pp_rings_free(struct pp_rings *set)
 {
 	struct pp_ring *r, *next;
 
-	/* Nobody is inside the engine for @p any more: no lock needed. */
-	r = p->rings;
-	p->rings = NULL;
+	/* Nobody is inside the engine for the owner any more: no lock needed. */
+	r = set->head;
+	set->head = NULL;
 	for (; r; r = next) {
 		next = r->next;
 		pp_pool_unmap(r->data, r->map_len);
 	}
 }
 
-PP_COMMON void pp_rings_forget(struct pp_pipe *p)
+PP_COMMON void pp_rings_forget(struct pp_rings *set)
 {
 	/* Written only when there is something to forget: no copy-on-write for nothing. */
-	if (p->lock)
-		p->lock = 0;
-	if (p->rings)
-		p->rings = NULL;
+	if (set->lock)
+		set->lock = 0;
+	if (set->head)
+		set->head = NULL;
 }
 
 void pp_ring_after_fork_child(void)

@@ -6,6 +6,8 @@
  * either the thread has pushed at least capacity/PAGE_SIZE further slots
  * into the pipe since (the pipe cannot hold more, and it is FIFO), or
  * FIONREAD shows fewer bytes in the pipe than the thread pushed since.
+ *
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_RING_H
 #define PP_RING_H
@@ -14,10 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct pp_pipe;
-
 struct pp_ring {
-	struct pp_ring *next; /* in the pipe's list */
+	struct pp_ring *next; /* in its pipe's list (struct pp_rings) */
 	long owner; /* tid of the writing thread */
 	int busy; /* the owner is inside a write (signal re-entry) */
 	char *data; /* size bytes, page-aligned */
@@ -40,20 +40,28 @@ struct pp_ring {
 	uint64_t lap_ns, lap_bytes; /* time in write() and bytes so far this lap */
 };
 
+/* The rings of one pipe, one per writing thread; kept in the pipe's object. */
+struct pp_rings {
+	struct pp_ring *head;
+	int lock; /* guards head (a spin lock, never held across a system call) */
+};
+
 /*
- * The calling thread's ring for @p, created on first use. NULL when the
- * pool cap is reached or memory cannot be had: the caller writes plainly.
+ * The calling thread's ring in @set, created on first use. @gen_word is
+ * the owner's incarnation counter (atomic): the thread's cache of rings
+ * tells an owner that was freed and reused by it. NULL when the pool cap
+ * is reached or memory cannot be had: the caller writes plainly.
  */
-struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity);
+struct pp_ring *pp_ring_get(struct pp_rings *set, const uint32_t *gen_word, uint32_t capacity);
 
 /*
  * Reserves @len bytes (rounded up to pages) at the ring's head, checking
  * the reuse rule on every page it covers. The rule's evidence is our own
  * pushes since, so it only holds if they all went into this pipe: when
  * the evidence is not yet covered by an identity check, @fd is checked to
- * still be pipe inode @ino. Returns the region's offset, PP_RING_BUSY when
- * the pipe may still reference part of it, or PP_RING_MOVED when @fd no
- * longer refers to the pipe (the ring must not be reused at all).
+ * still be pipe inode @ino. Returns the region's offset, -EBUSY when the
+ * pipe may still reference part of it, or -ESTALE when @fd no longer
+ * refers to the pipe (the ring must not be reused at all).
  *
  * With write-behind (stage.h) the pages go into staging pipe @stage_fd
  * first and move on into the pipe in order: @capacity_max is then both
@@ -61,8 +69,6 @@ struct pp_ring *pp_ring_get(struct pp_pipe *p, uint32_t capacity);
  * pipe read first: a byte moving on between the two reads is counted
  * twice, never missed). @stage_fd is -1 otherwise.
  */
-#define PP_RING_BUSY (-1)
-#define PP_RING_MOVED (-2)
 struct pp_ring_checks {
 	uint64_t fionread;
 	uint64_t identity;
@@ -83,21 +89,27 @@ void pp_ring_commit(struct pp_ring *r, size_t off, size_t len);
 void pp_ring_account(struct pp_ring *r, uint64_t ns, size_t bytes);
 
 /*
- * Gives the memory of rings idle for PPIPE_IDLE_MS back to the system,
- * down to PPIPE_POOL_KEEP bytes each; under memory @pressure, all of it,
- * from rings idle for PPIPE_IDLE_MS / 2 (since the last look). Trimming
+ * Trimming gives the memory of rings idle for PPIPE_IDLE_MS back to the
+ * system, down to PPIPE_POOL_KEEP bytes each; under memory @pressure, all
+ * of it, from rings idle for PPIPE_IDLE_MS / 2 (since the last look). It
  * is always safe: a page the pipe still holds keeps its contents, the
- * ring just gets a fresh one. Called now and then from the write path;
- * cheap when nothing is idle.
+ * ring just gets a fresh one. pp_ring_trim_plan() says what goes at
+ * @now_ns, pp_rings_trim() applies that to one pipe's rings (pipe.h walks
+ * the pipes); cheap when nothing is idle.
  */
-void pp_rings_trim_idle(uint64_t now_ns, bool pressure);
+struct pp_ring_trim {
+	uint64_t now, idle;
+	size_t keep;
+};
+void pp_ring_trim_plan(struct pp_ring_trim *t, uint64_t now_ns, bool pressure);
+void pp_rings_trim(struct pp_rings *set, const struct pp_ring_trim *t);
 /* Bytes given back by trimming so far. */
 uint64_t pp_rings_trimmed_bytes(void);
 
-/* Frees every ring of @p (the pipe is gone). */
-void pp_rings_free(struct pp_pipe *p);
+/* Frees every ring of @set (its pipe is gone). */
+void pp_rings_free(struct pp_rings *set);
 /* In a fork child: the rings were not inherited (MADV_DONTFORK); forget them. */
-void pp_rings_forget(struct pp_pipe *p);
+void pp_rings_forget(struct pp_rings *set);
 /* In a fork child: drop this thread's ring cache and the pool accounting. */
 void pp_ring_after_fork_child(void);
 

@@ -70,7 +70,7 @@ static struct pp_stage *stage_of(struct pp_pipe *p)
 /* Moves a fresh fd of ours out of the program's way (its low numbers). */
 static int to_spare(int fd)
 {
-	long r = pp_fdt_dup_spare(fd, true);
+	long r = pp_sys_dup_spare(fd, true);
 
 	pp_sys_close(fd);
 	return r < 0 ? -1 : (int)r;
@@ -93,7 +93,7 @@ static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
 		return "no staging pipe (fds or pipe-user-pages-soft)";
 	st->sfd_r = to_spare(s[0]);
 	st->sfd_w = to_spare(s[1]);
-	st->tfd = (int)pp_fdt_dup_spare(fd, true);
+	st->tfd = (int)pp_sys_dup_spare(fd, true);
 	if (st->sfd_r < 0 || st->sfd_w < 0 || st->tfd < 0)
 		return "no fds for the staging pipe";
 	if (pp_sys_pipe_ino(st->tfd, &ino) || ino != pp_pipe_ino(p))

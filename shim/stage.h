@@ -21,6 +21,8 @@
  *
  * Stages live in a fixed table and are never freed, only recycled under a
  * new generation, so a writer holding a stale handle finds out safely.
+ *
+ * Layer: engine (may use: engine, pipes, resources, base).
  */
 #ifndef PP_STAGE_H
 #define PP_STAGE_H

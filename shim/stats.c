@@ -504,10 +504,10 @@ long pp_stats_format(const struct pp_stats_report *r, char *buf, size_t len)
 	size_t n;
 
 	if (!buf || !len)
-		return -1;
+		return -ENOSPC;
 	n = pp_stats_render(r, buf, len);
 	if (n >= len || n > LONG_MAX)
-		return -1;
+		return -ENOSPC;
 	buf[n] = '\0';
 	return (long)n;
 }

@@ -19,6 +19,8 @@
  * "fds" are the tracked fds open at the time; "closed_pipes" the pipes this
  * process closed after writing into them (the first PP_CLOSED_MAX; the
  * rest are only counted). Together they tell each pipe's story.
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_STATS_H
 #define PP_STATS_H
@@ -157,7 +159,7 @@ struct pp_stats_report {
 
 /*
  * Formats @r as one JSON object plus a newline into @buf (size @len).
- * Returns the length, or -1 if it did not fit. Pure: no I/O, no malloc.
+ * Returns the length, or -ENOSPC if it did not fit (or @buf is NULL). Pure: no I/O, no malloc.
  * The output is NUL-terminated (not counted), and the NUL must fit too.
  * NULL strings are written as null; "mode" is pp_cfg.mode, "version"
  * PPIPE_VERSION (a -D of the build, "unknown" without).

@@ -2,11 +2,14 @@
 /*
  * Raw system calls the engine uses internally. They bypass libc (and so
  * the shim's own interposers), never touch errno, and return -errno.
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_SYS_H
 #define PP_SYS_H
 
 #include "fault.h"
+#include "syscall.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -16,60 +19,6 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-/*
- * A system call made inline: no call into libc (no PLT entry to bind in a
- * fork child, which would write the child's copy of our GOT), no errno.
- * Returns the result, or -errno.
- */
-#if defined(__x86_64__)
-static inline long pp_raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, long a6)
-{
-	register long r10 __asm__("r10") = a4;
-	register long r8 __asm__("r8") = a5;
-	register long r9 __asm__("r9") = a6;
-	long ret;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
-#elif defined(__aarch64__)
-static inline long pp_raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, long a6)
-{
-	register long x8 __asm__("x8") = n;
-	register long x0 __asm__("x0") = a1;
-	register long x1 __asm__("x1") = a2;
-	register long x2 __asm__("x2") = a3;
-	register long x3 __asm__("x3") = a4;
-	register long x4 __asm__("x4") = a5;
-	register long x5 __asm__("x5") = a6;
-
-	__asm__ volatile("svc 0"
-			 : "+r"(x0)
-			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-			 : "memory");
-	return x0;
-}
-#else
-static inline long pp_raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, long a6)
-{
-	int saved = errno;
-	long r = syscall(n, a1, a2, a3, a4, a5, a6);
-
-	if (r < 0)
-		r = -errno;
-	errno = saved;
-	return r;
-}
-#endif
-
-#define PP_SYSCALL_(n, a, b, c, d, e, f, ...) \
-	pp_raw_syscall((long)(n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
-/* PP_SYSCALL(SYS_x, args...): up to six arguments; the result or -errno, errno untouched. */
-#define PP_SYSCALL(...) PP_SYSCALL_(__VA_ARGS__, 0, 0, 0, 0, 0, 0, 0)
 
 static inline long pp_sys_fcntl(int fd, int cmd, unsigned long arg)
 {
@@ -174,6 +123,15 @@ static inline uint64_t pp_mono_ns(void)
 	PP_SYSCALL(SYS_clock_gettime, 1 /* CLOCK_MONOTONIC */, &ts);
 	return (uint64_t)ts.sec * 1000000000ull + (uint64_t)ts.nsec;
 }
+
+/*
+ * A duplicate of @fd for libppipe's own use, numbered from the base the
+ * fd table chose (pp_sys_spare_fds_from: the upper half of the soft fd
+ * limit, at most from 512), out of the way of the numbers the program
+ * uses. Returns the new fd or -errno.
+ */
+long pp_sys_dup_spare(int fd, bool cloexec);
+void pp_sys_spare_fds_from(int base);
 
 /* Inode of @fd if it is a pipe or FIFO; -EBADFD when it is not. */
 long pp_sys_pipe_ino(int fd, uint64_t *ino);

@@ -6,6 +6,8 @@
  * both backings, one lap (the ring's size pushed) at a time, and the
  * time their writes spent in write() per byte decides. thp.c keeps the
  * process-wide tally; ring.c runs the laps.
+ *
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_THP_H
 #define PP_THP_H

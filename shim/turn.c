@@ -11,7 +11,6 @@
 
 #include "config.h"
 #include "log.h"
-#include "pipe.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -33,9 +32,9 @@ static __thread long tl_tid __attribute__((tls_model("initial-exec")));
 /* Windows after a choice before the next trial (about two seconds of writing). */
 #define TURN_REVISIT 200
 
-bool pp_turns_on(struct pp_pipe *p)
+bool pp_turns_on(const struct pp_turn *turn)
 {
-	const struct pp_turn_trial *t = &p->turn_trial;
+	const struct pp_turn_trial *t = &turn->trial;
 	int c;
 
 	if (pp_cfg.turns != PP_TURNS_AUTO)
@@ -65,9 +64,10 @@ static uint64_t median3(const uint64_t *v)
 }
 
 /* The window that began at @start ended at @now with @bytes written: one writer is here. */
-static void window_ended(struct pp_pipe *p, uint64_t start, uint64_t now, uint64_t bytes)
+static void window_ended(struct pp_turn *turn, uint64_t ino, uint64_t start, uint64_t now,
+			 uint64_t bytes)
 {
-	struct pp_turn_trial *t = &p->turn_trial;
+	struct pp_turn_trial *t = &turn->trial;
 	uint32_t e = __atomic_load_n(&t->ended, __ATOMIC_RELAXED);
 	uint64_t on, off;
 
@@ -90,16 +90,16 @@ static void window_ended(struct pp_pipe *p, uint64_t start, uint64_t now, uint64
 	off = median3(t->rate[0]);
 	on = median3(t->rate[1]);
 	pp_debug("turns: pipe %llu: %s (%llu MB/s with turns, %llu without, medians of %d windows)",
-		 (unsigned long long)pp_pipe_ino(p), on * 100 > off * TURN_WIN_PCT ? "on" : "off",
+		 (unsigned long long)ino, on * 100 > off * TURN_WIN_PCT ? "on" : "off",
 		 (unsigned long long)(on / 1000), (unsigned long long)(off / 1000),
 		 PP_TURN_WINDOWS);
 	__atomic_store_n(&t->ended, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->choice, on * 100 > off * TURN_WIN_PCT, __ATOMIC_RELAXED);
 }
 
-void pp_turn_account(struct pp_pipe *p, size_t bytes, uint64_t now)
+void pp_turn_account(struct pp_turn *turn, uint64_t ino, size_t bytes, uint64_t now)
 {
-	struct pp_turn_trial *t = &p->turn_trial;
+	struct pp_turn_trial *t = &turn->trial;
 	uint64_t start;
 
 	if (pp_cfg.turns != PP_TURNS_AUTO)
@@ -116,10 +116,10 @@ void pp_turn_account(struct pp_pipe *p, size_t bytes, uint64_t now)
 		return;
 	bytes = __atomic_exchange_n(&t->bytes, 0, __ATOMIC_RELAXED);
 	if (start && now > start)
-		window_ended(p, start, now, bytes);
+		window_ended(turn, ino, start, now, bytes);
 }
 
-int pp_turn_take(struct pp_pipe *p)
+int pp_turn_take(struct pp_turn *turn)
 {
 	struct timespec slice = { 0, WAIT_SLICE_NS };
 	int tid, cur, saved = errno;
@@ -129,19 +129,20 @@ int pp_turn_take(struct pp_pipe *p)
 	tid = (int)tl_tid;
 	for (;;) {
 		cur = 0;
-		if (__atomic_compare_exchange_n(&p->turn, &cur, tid, false, __ATOMIC_ACQUIRE,
+		if (__atomic_compare_exchange_n(&turn->holder, &cur, tid, false, __ATOMIC_ACQUIRE,
 						__ATOMIC_RELAXED)) {
 			errno = saved;
 			return 0;
 		}
 		if (cur == tid)
 			return -EDEADLK;
-		__atomic_add_fetch(&p->turn_waiters, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&turn->waiters, 1, __ATOMIC_SEQ_CST);
 		/* Sleeps only while the word still names that holder. */
-		long r = syscall(SYS_futex, &p->turn, FUTEX_WAIT_PRIVATE, cur, &slice, NULL, 0);
+		long r =
+			syscall(SYS_futex, &turn->holder, FUTEX_WAIT_PRIVATE, cur, &slice, NULL, 0);
 		int err = r ? errno : 0;
 
-		__atomic_sub_fetch(&p->turn_waiters, 1, __ATOMIC_SEQ_CST);
+		__atomic_sub_fetch(&turn->waiters, 1, __ATOMIC_SEQ_CST);
 		errno = saved;
 		if (err == EINTR)
 			return -EINTR;
@@ -149,25 +150,25 @@ int pp_turn_take(struct pp_pipe *p)
 	}
 }
 
-void pp_turn_give(struct pp_pipe *p)
+void pp_turn_give(struct pp_turn *turn)
 {
 	int saved = errno;
 
-	__atomic_store_n(&p->turn, 0, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&p->turn_waiters, __ATOMIC_SEQ_CST))
-		PP_SYSCALL(SYS_futex, &p->turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	__atomic_store_n(&turn->holder, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&turn->waiters, __ATOMIC_SEQ_CST))
+		PP_SYSCALL(SYS_futex, &turn->holder, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
-PP_COMMON void pp_turn_forget(struct pp_pipe *p)
+PP_COMMON void pp_turn_forget(struct pp_turn *turn)
 {
 	/* Written only when there is something to forget: no copy-on-write for nothing. */
-	if (p->turn)
-		p->turn = 0;
-	if (p->turn_waiters)
-		p->turn_waiters = 0;
-	if (p->turn_trial.start || p->turn_trial.ended || p->turn_trial.choice != -1)
-		pp_turn_trial_init(&p->turn_trial);
+	if (turn->holder)
+		turn->holder = 0;
+	if (turn->waiters)
+		turn->waiters = 0;
+	if (turn->trial.start || turn->trial.ended || turn->trial.choice != -1)
+		pp_turn_init(turn);
 }
 
 PP_COMMON void pp_turn_after_fork_child(void)

@@ -6,6 +6,8 @@
  * instead of all of them waking up and spinning on it. A writer that
  * finds room pushes at once, turn or not; one that found the pipe full
  * takes the turn, and keeps it until its region is in.
+ *
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_TURN_H
 #define PP_TURN_H
@@ -13,8 +15,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct pp_pipe;
 
 /*
  * PPIPE_TURNS=auto, per pipe: turns help where writers crowd a reader
@@ -33,27 +33,35 @@ struct pp_turn_trial {
 	uint64_t rate[2][PP_TURN_WINDOWS]; /* bytes per ms, without / with */
 };
 
-/* Whether this write to @p waits for room in turns (PPIPE_TURNS). */
-bool pp_turns_on(struct pp_pipe *p);
-/* A write of @bytes to @p ended at @now (ns): counted for auto. */
-void pp_turn_account(struct pp_pipe *p, size_t bytes, uint64_t now);
+/* The turn of one pipe (kept in its object). */
+struct pp_turn {
+	int holder; /* tid of the writer pushing now, 0 none (a futex word) */
+	int waiters; /* writers waiting for the turn */
+	struct pp_turn_trial trial; /* PPIPE_TURNS=auto */
+};
+
+/* Whether this write waits for room in turns (PPIPE_TURNS). */
+bool pp_turns_on(const struct pp_turn *turn);
+/* A write of @bytes to pipe @ino ended at @now (ns): counted for auto. */
+void pp_turn_account(struct pp_turn *turn, uint64_t ino, size_t bytes, uint64_t now);
 
 /*
- * Takes @p's turn for the calling thread, waiting while another thread
+ * Takes the turn for the calling thread, waiting while another thread
  * holds it. The wait is a cancellation point (the caller's clean-up
  * handler runs; the turn is not held then). Returns 0 with the turn, or
  * -EINTR when a signal ended the wait (with or without SA_RESTART: the
  * futex wait cannot tell; the caller decides), or -EDEADLK when this
  * thread already holds it (a signal handler inside a write).
  */
-int pp_turn_take(struct pp_pipe *p);
-void pp_turn_give(struct pp_pipe *p);
+int pp_turn_take(struct pp_turn *turn);
+void pp_turn_give(struct pp_turn *turn);
 
 /* In a fork child: the threads that held turns are gone, and this thread's id changed. */
-void pp_turn_forget(struct pp_pipe *p);
-static inline void pp_turn_trial_init(struct pp_turn_trial *t)
+void pp_turn_forget(struct pp_turn *turn);
+/* A new pipe's turn: nobody holds it, no trial yet. */
+static inline void pp_turn_init(struct pp_turn *turn)
 {
-	*t = (struct pp_turn_trial){ .choice = -1 };
+	*turn = (struct pp_turn){ .trial = { .choice = -1 } };
 }
 void pp_turn_after_fork_child(void);
 

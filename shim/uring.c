@@ -253,7 +253,7 @@ static void complete(struct io_uring_cqe *cqe)
 /* Moves a fresh fd of ours above the program's numbers. */
 static int to_spare(int fd)
 {
-	long r = pp_fdt_dup_spare(fd, true);
+	long r = pp_sys_dup_spare(fd, true);
 
 	if (r < 0)
 		return fd;

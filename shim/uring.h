@@ -11,6 +11,8 @@
  *
  * The thread blocks every signal and makes only raw system calls (no
  * libc function libppipe interposes).
+ *
+ * Layer: engine (may use: engine, pipes, resources, base).
  */
 #ifndef PP_URING_H
 #define PP_URING_H

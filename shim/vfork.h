@@ -10,6 +10,8 @@
  * only makes real calls). Threads that never vfork pay one thread-local
  * load. (A CLONE_VM child made by clone() directly is not told apart;
  * libc's own, posix_spawn's, run none of libppipe's code.)
+ *
+ * Layer: base (may use: base).
  */
 #ifndef PP_VFORK_H
 #define PP_VFORK_H
@@ -20,6 +22,11 @@
 
 extern __thread int pp_tl_vfork __attribute__((tls_model("initial-exec")));
 
+/*
+ * Called by the vfork() interposer just before libc's vfork: records this
+ * process's pid and raises the calling thread's flag.
+ */
+void pp_vfork_raise(void);
 /* Slow path of pp_in_vfork_child. */
 bool pp_vfork_check(void);
 

@@ -7,7 +7,6 @@
 #include "exec.h"
 #include "explain.h"
 #include "fdtable.h"
-#include "init.h"
 #include "pipe.h"
 #include "real.h"
 #include "stage.h"

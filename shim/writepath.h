@@ -4,6 +4,8 @@
  * that is not a tracked pipe costs one comparison and one array load
  * before the real call; one below PPIPE_MIN_WRITE to a tracked pipe two
  * relaxed atomic adds more (it is counted as passed through).
+ *
+ * Layer: operations (may use: operations, engine, pipes, resources, base).
  */
 #ifndef PP_WRITEPATH_H
 #define PP_WRITEPATH_H

@@ -111,14 +111,14 @@ static void test_size(void)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		v = 12345;
-		CHECK(pp_parse_size(bad[i], 0, UINT64_MAX, &v) == -1 && v == 12345,
+		CHECK(pp_parse_size(bad[i], 0, UINT64_MAX, &v) == -EINVAL && v == 12345,
 		      "size '%s' accepted (%llu)", bad[i], (unsigned long long)v);
 	}
-	CHECK(pp_parse_size(NULL, 0, 1, &v) == -1, "NULL");
-	CHECK(pp_parse_size("4096", 4097, 1 << 30, &v) == -1, "below min");
+	CHECK(pp_parse_size(NULL, 0, 1, &v) == -EINVAL, "NULL");
+	CHECK(pp_parse_size("4096", 4097, 1 << 30, &v) == -EINVAL, "below min");
 	CHECK(pp_parse_size("4097", 4097, 1 << 30, &v) == 0 && v == 4097, "at min");
 	CHECK(pp_parse_size("1G", 4097, 1 << 30, &v) == 0 && v == 1 << 30, "at max");
-	CHECK(pp_parse_size("1073741825", 4097, 1 << 30, &v) == -1, "above max");
+	CHECK(pp_parse_size("1073741825", 4097, 1 << 30, &v) == -EINVAL, "above max");
 }
 
 static void test_int(void)
@@ -133,17 +133,20 @@ static void test_int(void)
 	CHECK(pp_parse_int("9223372036854775807", INT64_MIN, INT64_MAX, &v) == 0 && v == INT64_MAX,
 	      "INT64_MAX");
 	v = 77;
-	CHECK(pp_parse_int("9223372036854775808", INT64_MIN, INT64_MAX, &v) == -1, "INT64_MAX+1");
-	CHECK(pp_parse_int("-9223372036854775809", INT64_MIN, INT64_MAX, &v) == -1, "INT64_MIN-1");
-	CHECK(pp_parse_int("99999999999999999999", INT64_MIN, INT64_MAX, &v) == -1, "overflow");
-	CHECK(pp_parse_int("-2", -1, 1023, &v) == -1, "below min");
-	CHECK(pp_parse_int("1024", -1, 1023, &v) == -1, "above max");
-	CHECK(pp_parse_int("", -1, 1023, &v) == -1, "empty");
-	CHECK(pp_parse_int("-", -1, 1023, &v) == -1, "sign only");
-	CHECK(pp_parse_int("- 1", -1, 1023, &v) == -1, "sign space");
-	CHECK(pp_parse_int("1e3", 0, 100000, &v) == -1, "1e3");
-	CHECK(pp_parse_int("1k", 0, 100000, &v) == -1, "no suffixes");
-	CHECK(pp_parse_int(NULL, 0, 1, &v) == -1, "NULL");
+	CHECK(pp_parse_int("9223372036854775808", INT64_MIN, INT64_MAX, &v) == -EINVAL,
+	      "INT64_MAX+1");
+	CHECK(pp_parse_int("-9223372036854775809", INT64_MIN, INT64_MAX, &v) == -EINVAL,
+	      "INT64_MIN-1");
+	CHECK(pp_parse_int("99999999999999999999", INT64_MIN, INT64_MAX, &v) == -EINVAL,
+	      "overflow");
+	CHECK(pp_parse_int("-2", -1, 1023, &v) == -EINVAL, "below min");
+	CHECK(pp_parse_int("1024", -1, 1023, &v) == -EINVAL, "above max");
+	CHECK(pp_parse_int("", -1, 1023, &v) == -EINVAL, "empty");
+	CHECK(pp_parse_int("-", -1, 1023, &v) == -EINVAL, "sign only");
+	CHECK(pp_parse_int("- 1", -1, 1023, &v) == -EINVAL, "sign space");
+	CHECK(pp_parse_int("1e3", 0, 100000, &v) == -EINVAL, "1e3");
+	CHECK(pp_parse_int("1k", 0, 100000, &v) == -EINVAL, "no suffixes");
+	CHECK(pp_parse_int(NULL, 0, 1, &v) == -EINVAL, "NULL");
 	CHECK(v == 77, "failures leave *out alone");
 }
 
@@ -162,9 +165,9 @@ static void test_bool(void)
 		CHECK(pp_parse_bool(f[i], &b) == 0 && !b, "'%s'", f[i]);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		b = true;
-		CHECK(pp_parse_bool(bad[i], &b) == -1 && b, "'%s' accepted", bad[i]);
+		CHECK(pp_parse_bool(bad[i], &b) == -EINVAL && b, "'%s' accepted", bad[i]);
 	}
-	CHECK(pp_parse_bool(NULL, &b) == -1, "NULL");
+	CHECK(pp_parse_bool(NULL, &b) == -EINVAL, "NULL");
 }
 
 static void test_enum(void)
@@ -175,10 +178,10 @@ static void test_enum(void)
 	CHECK(pp_parse_enum("auto", names, &v) == 0 && v == 0, "auto");
 	CHECK(pp_parse_enum(" OFF ", names, &v) == 0 && v == 2, "OFF");
 	v = 9;
-	CHECK(pp_parse_enum("o", names, &v) == -1 && v == 9, "prefix");
-	CHECK(pp_parse_enum("offf", names, &v) == -1 && v == 9, "longer");
-	CHECK(pp_parse_enum("", names, &v) == -1, "empty");
-	CHECK(pp_parse_enum("on", NULL, &v) == -1, "no names");
+	CHECK(pp_parse_enum("o", names, &v) == -EINVAL && v == 9, "prefix");
+	CHECK(pp_parse_enum("offf", names, &v) == -EINVAL && v == 9, "longer");
+	CHECK(pp_parse_enum("", names, &v) == -EINVAL, "empty");
+	CHECK(pp_parse_enum("on", NULL, &v) == -EINVAL, "no names");
 }
 
 static bool fd_in(const struct pp_fdset *s, unsigned int fd)
@@ -221,10 +224,10 @@ static void test_fdset(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&s, 0, sizeof(s));
 		s.bits[3] = 42;
-		CHECK(pp_parse_fdset(bad[i], &s) == -1 && s.bits[3] == 42 && !s.all,
+		CHECK(pp_parse_fdset(bad[i], &s) == -EINVAL && s.bits[3] == 42 && !s.all,
 		      "fdset '%s' accepted", bad[i]);
 	}
-	CHECK(pp_parse_fdset(NULL, &s) == -1, "NULL");
+	CHECK(pp_parse_fdset(NULL, &s) == -EINVAL, "NULL");
 }
 
 /* ---- pp_config_load ---- */

@@ -502,12 +502,12 @@ static void test_small_buffers(void)
 	make_report(&r, fds);
 	n = pp_stats_format(&r, buf, sizeof(buf));
 	CHECK(n > 0 && (size_t)n + 64 < sizeof(small), "report size %ld", n);
-	CHECK(pp_stats_format(&r, NULL, 100) == -1, "NULL buffer");
+	CHECK(pp_stats_format(&r, NULL, 100) == -ENOSPC, "NULL buffer");
 	for (long len = 0; len <= n + 1; len++) {
 		memset(small, 0xa5, sizeof(small));
 		m = pp_stats_format(&r, small, (size_t)len);
 		if (len <= n) {
-			CHECK(m == -1, "len %ld of %ld fit (%ld)", len, n, m);
+			CHECK(m == -ENOSPC, "len %ld of %ld fit (%ld)", len, n, m);
 		} else {
 			CHECK(m == n && !memcmp(small, buf, (size_t)n + 1), "len %ld", len);
 		}
