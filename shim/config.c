@@ -511,6 +511,21 @@ PP_START static void pp_show_string(const char *s, char *buf, size_t len)
 #include "options.def"
 #undef PP_OPT
 
+/* Each row's field in struct pp_config (written by hand) has its type's C type. */
+#define PP_FIELD(f) (((struct pp_config *)0)->f)
+#define PP_CTYPE_size(f) __builtin_types_compatible_p(__typeof__(PP_FIELD(f)), uint64_t)
+#define PP_CTYPE_int(f) __builtin_types_compatible_p(__typeof__(PP_FIELD(f)), int64_t)
+#define PP_CTYPE_bool(f) __builtin_types_compatible_p(__typeof__(PP_FIELD(f)), bool)
+#define PP_CTYPE_enum(f)                                                        \
+	(__builtin_types_compatible_p(__typeof__(PP_FIELD(f)), unsigned int) || \
+	 __builtin_types_compatible_p(__typeof__(PP_FIELD(f)), int))
+#define PP_CTYPE_fdset(f) __builtin_types_compatible_p(__typeof__(PP_FIELD(f)), struct pp_fdset)
+#define PP_CTYPE_string(f) __builtin_types_compatible_p(__typeof__(PP_FIELD(f)[0]), char)
+#define PP_OPT(f, e, t, d, mn, mx, nm, h) \
+	_Static_assert(PP_CTYPE_##t(f), #e ": its field is not a " #t);
+#include "options.def"
+#undef PP_OPT
+
 /* Row numbers, for the few places that need one option's row. */
 enum {
 #define PP_OPT(f, e, t, d, mn, mx, nm, h) PP_OPT_##f,

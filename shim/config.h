@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Configuration: every PPIPE_* option, parsed once at load from the
- * environment. options.def is the one list of options; this header and
- * config.c are generated from it by X-macros.
+ * environment. options.def is the one list of options: config.c's
+ * defaults, parsers, table dump and checks are generated from it by
+ * X-macros. struct pp_config below is written by hand, for its comments;
+ * config.c checks at compile time that every row has its field, of the
+ * C type its option type needs.
  *
  * Layer: base (may use: base).
  */
@@ -39,7 +42,7 @@ struct pp_config {
 	uint64_t ring_size; /* PPIPE_RING_SIZE, bytes per ring; 0 = 2 x pipe capacity */
 	uint64_t pool_max; /* PPIPE_POOL_MAX, bytes for the whole process */
 	uint64_t pool_keep; /* PPIPE_POOL_KEEP, bytes an idle pipe keeps */
-	uint64_t idle_ms; /* PPIPE_IDLE_MS, idle time before a pipe is trimmed */
+	int64_t idle_ms; /* PPIPE_IDLE_MS, idle time before a pipe is trimmed */
 	int64_t numa_node; /* PPIPE_NUMA_NODE, -1 = the writer's node */
 	int64_t psi; /* PPIPE_PSI, percent of time stalled on memory; 0 = ignore */
 	char psi_file[256]; /* PPIPE_PSI_FILE: "" = cgroup's, else /proc/pressure/memory */
