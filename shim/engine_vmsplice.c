@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The vmsplice engine (DESIGN.md 1): copy the caller's bytes into the
+ * The vmsplice engine (docs/design.md, "How a write goes"): copy the caller's bytes into the
  * thread's ring, outside any kernel lock, and vmsplice() the ring pages
  * into the pipe, so the kernel allocates nothing under pipe->mutex.
  *

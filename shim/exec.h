@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pipe ends across exec (DESIGN.md 3, registry.h). Before an exec, the
- * pipes whose ends the new image inherits are charged in the registry and
+ * Pipe ends across exec (docs/design.md, "The registry across fork and exec"; registry.h).
+ * Before an exec, the pipes whose ends the new image inherits are charged in the registry and
  * the image is told where the registry is; if the exec fails, that is
  * undone. When libppipe starts in an image, it takes over the pipe ends
  * it holds and lifts its charges. Where the new image cannot be described

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reader safety (DESIGN.md 3). A pipe reuses pages only while every
+ * Reader safety (docs/design.md, "The readers"). A pipe reuses pages only while every
  * process that holds its read end is known to copy what it reads. Pipes
  * created by pipe()/pipe2() here start out known: this process and its
  * fork children run libppipe, and programs they exec are followed through

@@ -2,7 +2,7 @@
 /*
  * The pipe registry: one shared memory file per process tree, so that
  * every process that runs libppipe sees the same verdict about each pipe,
- * across fork and across exec (DESIGN.md 3).
+ * across fork and across exec (docs/design.md, "The registry across fork and exec").
  *
  * It is a memfd, made when the first pipe of the tree crosses into another
  * process (pipe.h). Fork children share its mapping; an exec passes it on

@@ -2,7 +2,7 @@
 /*
  * Rings: each writing thread has, per pipe, one page-aligned, pre-faulted
  * ring of pages it copies data into before vmsplice()ing it. A page may
- * be written again only once the pipe has let go of it (DESIGN.md 2):
+ * be written again only once the pipe has let go of it (docs/design.md, "The reuse rule"):
  * either the thread has pushed at least capacity/PAGE_SIZE further slots
  * into the pipe since (the pipe cannot hold more, and it is FIFO), or
  * FIONREAD shows fewer bytes in the pipe than the thread pushed since.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Write-behind staging (PPIPE_MODE=uring, DESIGN.md 5). A pipe written
+ * Write-behind staging (PPIPE_MODE=uring; docs/design.md, "Write-behind"). A pipe written
  * in this mode gets one staging point per process: a private pipe S that
  * every thread's large writes vmsplice their ring pages into, and a dup
  * of the target's write end. write() returns once its bytes are in S; the

@@ -111,7 +111,7 @@ MULTI_OVERHEAD_CSV_FIELDS = ("case", "n", "ns_per_op", "ratio_time")
 # better). work shows only when some run has it (--full).
 FLEET_THROUGHPUT = ("sweep", "sizes", "small", "pipeline", "work")
 FLEET_MATRICES = FLEET_THROUGHPUT + ("overhead",)
-# The verdict (fleet --help, tests/bench/README-overhead-fleet.md).
+# The verdict (fleet --help; tests/bench/README.md, "The verdict").
 # Where libppipe is meant to help: large writes.
 FLEET_GAIN_MATRICES = ("sweep", "sizes", "pipeline", "work")
 GAIN_AT = 1.10

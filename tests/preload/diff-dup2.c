@@ -14,9 +14,10 @@
  * keeps fds of its own shows up there (and would be hit by programs that
  * close every fd they do not know, as this one does with close_range).
  * The one exception is libppipe's pipe registry, a memfd it keeps
- * close-on-exec to hand to the programs its process tree execs (DESIGN.md
- * 3): it is left out here, and this program's close_range() closing it
- * shows that losing it costs nothing but reach.
+ * close-on-exec to hand to the programs its process tree execs
+ * (docs/design.md, "The registry across fork and exec"): it is left out
+ * here, and this program's close_range() closing it shows that losing it
+ * costs nothing but reach.
  */
 #include "helpers.h"
 

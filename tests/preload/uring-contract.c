@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * uring-contract SCENARIO: the write-behind contract of PPIPE_MODE=uring
- * (README "Write-behind"), one scenario per run, under LD_PRELOAD with
+ * (docs/design.md, "Write-behind"), one scenario per run, under LD_PRELOAD with
  * PPIPE_MODE=uring (test-uring.py runs them all).
  *
  * Most scenarios stage bytes on purpose: the pipe (64 KiB) is filled,
