@@ -17,7 +17,7 @@
  *   - an end sent to another process with SCM_RIGHTS.
  * An unsafe pipe takes the plain write path from then on; pages already
  * in it are never written again. io_uring's SPLICE and TEE operations are
- * not seen (see the README's limits).
+ * not seen (README.md, "Limits").
  *
  * Layer: operations (may use: operations, engine, pipes, resources, base).
  */

@@ -39,7 +39,7 @@
 
 #define HUGE_SIZE (2ul << 20)
 /*
- * The rule, from laps measured on 6.18 and in the 6.1 guest (README,
+ * The rule, from laps measured on 6.18 and in the 6.1 guest (docs/design.md,
  * "Huge pages"): the median huge-page lap time over the median 4 KiB-page
  * lap time, over the first laps of each side (medians: one lap that the
  * scheduler stretched changes nothing). After EARLY_LAPS each: off at EARLY_OFF_PCT or

@@ -2,7 +2,8 @@
 """Every pointer into the project's documents leads somewhere.
 
 Checks, under SOURCE_ROOT:
-  - references of the form  docs/<name>.md, "Heading"  in shim/, include/,
+  - references of the form  docs/<name>.md, "Heading"  (the two READMEs,
+    README.md and tests/bench/README.md, the same way) in shim/, include/,
     tests/, examples/ and the Markdown files: the file must exist and have
     a heading with exactly that text (a reference may wrap between the
     comma and the quoted heading, never inside the heading);
@@ -27,7 +28,8 @@ OLD_NAME = "DESIGN" + ".md"
 
 # docs/<name>.md, "Heading" -- between the comma and the quote, blanks and the
 # leaders of a wrapped comment (" * ", "// ", "# ") may stand.
-REF_RE = re.compile(r'\bdocs/([\w.-]+\.md),(?:\s|\*|//|#)*?"([^"\n]+)"')
+REF_RE = re.compile(r'(?<![\w/.-])(docs/[\w.-]+\.md|README\.md|tests/bench/README\.md),'
+                    r'(?:\s|\*|//|#)*?"([^"\n]+)"')
 MENTION_RE = re.compile(r"\bdocs/([\w.-]+\.md)\b")
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -134,12 +136,12 @@ def check_refs(root, files, failures):
                                 f"point at a heading of docs/design.md instead")
         for m in REF_RE.finditer(text):
             count += 1
-            doc = os.path.join(root, "docs", m.group(1))
+            doc = os.path.join(root, m.group(1))
             where = f"{rel}:{line_of(text, m.start())}"
             if not os.path.isfile(doc):
-                failures.append(f"{where}: docs/{m.group(1)} does not exist")
+                failures.append(f"{where}: {m.group(1)} does not exist")
             elif m.group(2) not in headings(doc)[0]:
-                failures.append(f'{where}: docs/{m.group(1)} has no heading "{m.group(2)}"')
+                failures.append(f'{where}: {m.group(1)} has no heading "{m.group(2)}"')
         for m in MENTION_RE.finditer(text):
             if not os.path.isfile(os.path.join(root, "docs", m.group(1))):
                 failures.append(f"{rel}:{line_of(text, m.start())}: "
