@@ -12,8 +12,13 @@
  *   syspre-copy: pid=PID at_secure=0|1 uid=UID euid=EUID libppipe=0|1
  *
  * libppipe=1 when a loaded object's name contains "libppipe".
+ *
+ * With an argument, it first writes one byte to that path (a FIFO the
+ * writer's side waits on), so that a test can start the writer only once
+ * this program runs: its exec, which makes the pipe plain, has happened.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #ifdef COPY_REPORT
@@ -43,9 +48,17 @@ static void report(void)
 }
 #endif
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static char buf[1 << 20];
+
+	if (argc > 1) {
+		int fd = open(argv[1], O_WRONLY);
+
+		if (fd < 0 || write(fd, "1", 1) != 1)
+			return 2;
+		close(fd);
+	}
 
 #ifdef COPY_REPORT
 	report();

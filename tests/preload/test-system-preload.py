@@ -425,8 +425,26 @@ def case_python(t, etc, py, data, want):
               f"{none_hint(c)}")
 
 
-def case_static(t, etc, static, data, want):
-    cmd = f"dd if={shlex.quote(data)} bs=1M status=none | {shlex.quote(static)} | sha256sum"
+def after_static(static, data, work, dd_tail=""):
+    """dd | STATIC | sha256sum, dd started only once STATIC runs.
+
+    Started together, dd may take its end over while the reader is still
+    the shell's fork child (a libppipe process, so its readers are known)
+    and push its first megabytes before that child execs the static
+    program, which turns the pipe plain from then on: correct, but not
+    the case to check. STATIC writes a byte to a FIFO when it starts, and
+    dd waits for it.
+    """
+    fifo = os.path.join(work, "static-ready")
+    if os.path.exists(fifo):
+        os.unlink(fifo)
+    os.mkfifo(fifo)
+    return (f"{{ read -r _ < {shlex.quote(fifo)}; exec dd if={shlex.quote(data)} bs=1M "
+            f"status=none{dd_tail}; }} | {shlex.quote(static)} {shlex.quote(fifo)} | sha256sum")
+
+
+def case_static(t, etc, static, data, want, work):
+    cmd = after_static(static, data, work)
     proc, rows = t(etc, ["sh", "-c", cmd])
     intact(3, "dd | static-copy | sha256sum", proc, first_word(proc), want)
     dd = total(rows, "dd")
@@ -566,8 +584,7 @@ def case_build(etc, etc_plain, work, env):
 
 def case_debug(etc, static, data, want, work, env):
     err = os.path.join(work, "dd.stderr")
-    cmd = (f"dd if={shlex.quote(data)} bs=1M status=none 2>{shlex.quote(err)} | "
-           f"{shlex.quote(static)} | sha256sum")
+    cmd = after_static(static, data, work, f" 2>{shlex.quote(err)}")
     proc = run(in_ns(etc, ["sh", "-c", cmd]), dict(env, PPIPE_DEBUG="1"))
     intact(8, "PPIPE_DEBUG=1 dd | static-copy | sha256sum", proc, first_word(proc), want)
     with open(err, errors="replace") as f:
@@ -697,7 +714,7 @@ def main():
             case_python(t, etc, py, data, want)
         else:
             check(2, "python subprocess", None, "no Python that loads libppipe")
-        case_static(t, etc, static, data, want)
+        case_static(t, etc, static, data, want, work)
         case_setuid(t, etc, helper, data, want, work, env)
         case_other_ns(t, etc, etc_plain, helper, data, want)
         case_pv(t, etc, data, want)
