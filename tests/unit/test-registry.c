@@ -415,37 +415,59 @@ static void test_claims(void)
 	}
 }
 
-/* A posix_spawn child: the record names it once it exists; its claim waits for that. */
-static void spawn_child(void *arg)
+/*
+ * A posix_spawn child: the record names it once it exists (the child's
+ * claim waits for that, a while). Named: claimed; never named: not.
+ */
+static void spawn_case(bool named)
 {
-	const struct pp_exec_charge *c = arg;
+	struct pp_exec_charge c;
+	int status = -1, go[2];
+	char byte = 0;
+	pid_t pid;
 
-	CHECK(join_and_claim(c) == 3, "the spawned child claims its record");
+	if (pipe(go) || pp_reg_exec_begin(&c, comm, claim_slots, claim_inos, 3, true)) {
+		CHECK(0, "begin");
+		return;
+	}
+	CHECK(rec_at(c.rec)->pid == 0, "no pid yet");
+	pid = fork();
+	if (pid == 0) {
+		int got;
+
+		failures = 0;
+		/* The parent names this child first (no race with the claim's wait). */
+		if (read(go[0], &byte, 1) != 1)
+			_exit(2);
+		got = join_and_claim(&c);
+		CHECK(got == (named ? 3 : -1), "spawned child, %s: claim %d",
+		      named ? "named" : "never named", got);
+		pp_reg_claimed_hold(-1);
+		_exit(failures ? 1 : 0);
+	}
+	if (named)
+		pp_reg_exec_spawned(&c, pid);
+	CHECK(!named || (c.fd == -1 && c.rec == -1), "the parent's part is done");
+	if (write(go[1], &byte, 1) != 1)
+		perror("write");
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && !WEXITSTATUS(status), "spawned child: status %d", status);
+	for (int j = 0; j < 3; j++)
+		CHECK(claim_slots[j]->holders == 1 && claim_slots[j]->pending == !named,
+		      "pipe %d: holders %u pending %u", j, claim_slots[j]->holders,
+		      claim_slots[j]->pending);
+	if (!named)
+		pp_reg_exec_failed(&c);
+	close(go[0]);
+	close(go[1]);
 }
 
 static void test_spawn(void)
 {
-	struct pp_exec_charge c;
-	int status = -1;
-	pid_t pid;
-
-	CHECK(pp_reg_exec_begin(&c, comm, claim_slots, claim_inos, 3, true) == 0, "begin");
-	CHECK(rec_at(c.rec)->pid == 0, "no pid yet");
-	pid = fork();
-	if (pid == 0) {
-		failures = 0;
-		spawn_child(&c);
-		pp_reg_claimed_hold(-1);
-		_exit(failures ? 1 : 0);
-	}
-	pp_reg_exec_spawned(&c, pid);
-	CHECK(c.fd == -1 && c.rec == -1, "the parent's part is done");
-	waitpid(pid, &status, 0);
-	CHECK(WIFEXITED(status) && !WEXITSTATUS(status), "spawned child: status %d", status);
+	spawn_case(true);
+	spawn_case(false);
 	for (int j = 0; j < 3; j++)
-		CHECK(claim_slots[j]->holders == 1 && !claim_slots[j]->pending,
-		      "pipe %d: holders %u pending %u", j, claim_slots[j]->holders,
-		      claim_slots[j]->pending);
+		CHECK(!claim_slots[j]->pending, "pipe %d: undone", j);
 }
 
 /* A memfd of @size whose first bytes are @head (NULL: zeros). */
