@@ -456,6 +456,8 @@ static void test_fork(void)
 
 	CHECK(r && p->rings == r, "a ring for the parent");
 	p->cnt.v[PP_CNT_writes_accelerated] = 5;
+	/* As if another thread were inside it (it does not come along). */
+	CHECK(pp_pipe_enter(p), "enter");
 	pid = fork();
 	if (pid == 0) {
 		enum pp_end end;
@@ -464,7 +466,8 @@ static void test_fork(void)
 		failures = 0;
 		CHECK(c == p && end == PP_END_WRITE, "the child keeps the entry");
 		CHECK(c && pp_pipe_index(c) == index && pp_pipe_gen(c) == gen, "same object");
-		CHECK(c && c->users == 1, "only the child's own user: %d", c ? c->users : -1);
+		CHECK(c && c->users == 1, "the parent's users are not the child's: %d",
+		      c ? c->users : -1);
 		if (c)
 			pp_pipe_leave(c);
 		CHECK(entry(120, &end) == p && end == PP_END_READ, "and the read end's");
@@ -477,6 +480,7 @@ static void test_fork(void)
 		exit(failures ? 1 : 0);
 	}
 	CHECK(pid > 0, "fork: %s", strerror(errno));
+	pp_pipe_leave(p);
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
 	CHECK(entry(120, NULL) == p && refs(p) == 2, "the parent's entry stays: %d", refs(p));
