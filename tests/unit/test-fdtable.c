@@ -19,6 +19,7 @@
 #include "real.h"
 #include "registry.h"
 #include "ring.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -389,12 +390,12 @@ static void test_learn_ino(void)
 static void test_dup_spare(int spare_base)
 {
 	struct rlimit rl, low;
-	long fd = pp_fdt_dup_spare(1, true);
+	long fd = pp_sys_dup_spare(1, true);
 
 	CHECK(fd >= spare_base, "spare fd %ld, base %d", fd, spare_base);
 	CHECK(fd >= 0 && (fcntl((int)fd, F_GETFD) & FD_CLOEXEC), "close-on-exec as asked");
 	close((int)fd);
-	fd = pp_fdt_dup_spare(1, false);
+	fd = pp_sys_dup_spare(1, false);
 	CHECK(fd >= spare_base && !(fcntl((int)fd, F_GETFD) & FD_CLOEXEC), "inheritable: %ld", fd);
 	close((int)fd);
 	/* The soft limit lowered below the range since: anywhere, then. */
@@ -403,7 +404,7 @@ static void test_dup_spare(int spare_base)
 		low = rl;
 		low.rlim_cur = (rlim_t)spare_base / 2;
 		setrlimit(RLIMIT_NOFILE, &low);
-		fd = pp_fdt_dup_spare(1, true);
+		fd = pp_sys_dup_spare(1, true);
 		CHECK(fd >= 0 && fd < spare_base / 2, "under a lowered limit: %ld", fd);
 		if (fd >= 0)
 			close((int)fd);
@@ -449,12 +450,12 @@ static void test_fork(void)
 {
 	struct pp_pipe *p = tracked_pipe(120, 121, 0);
 	uint32_t index = pp_pipe_index(p), gen = pp_pipe_gen(p);
-	struct pp_ring *r = pp_ring_get(p, 65536);
+	struct pp_ring *r = pp_ring_get(&p->rings, &p->gen, 65536);
 	struct pp_shared *sh;
 	int status = -1;
 	pid_t pid;
 
-	CHECK(r && p->rings == r, "a ring for the parent");
+	CHECK(r && p->rings.head == r, "a ring for the parent");
 	p->cnt.v[PP_CNT_writes_accelerated] = 5;
 	/* As if another thread were inside it (it does not come along). */
 	CHECK(pp_pipe_enter(p), "enter");
@@ -472,7 +473,7 @@ static void test_fork(void)
 			pp_pipe_leave(c);
 		CHECK(entry(120, &end) == p && end == PP_END_READ, "and the read end's");
 		CHECK(refs(p) == 2, "with its references: %d", refs(p));
-		CHECK(!p->rings, "the parent's rings are not the child's");
+		CHECK(!p->rings.head, "the parent's rings are not the child's");
 		CHECK(!p->cnt.v[PP_CNT_writes_accelerated], "nor its counters");
 		CHECK(p->shared && pp_pipe_sh(p)->ino == ino_of(121), "in the registry");
 		pp_close(120);
@@ -484,7 +485,7 @@ static void test_fork(void)
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
 	CHECK(entry(120, NULL) == p && refs(p) == 2, "the parent's entry stays: %d", refs(p));
-	CHECK(p->rings == r && p->cnt.v[PP_CNT_writes_accelerated] == 5,
+	CHECK(p->rings.head == r && p->cnt.v[PP_CNT_writes_accelerated] == 5,
 	      "the parent's ring and counters stay");
 	sh = pp_pipe_sh(p);
 	CHECK(p->shared && sh != &p->local, "shared before the fork");

@@ -340,7 +340,7 @@ static void claim_child(void *arg)
 		for (int i = 0; i < 3; i++)
 			CHECK(claim_slots[i]->pending == 1 && claim_slots[i]->holders == holders[i],
 			      "pipe %d stays pending, not held", i);
-		CHECK(pp_reg_claimed_left() == 0 && pp_reg_claimed_take(claim_inos[0]) == -1,
+		CHECK(pp_reg_claimed_left() == 0 && pp_reg_claimed_take(claim_inos[0]) == -ENOENT,
 		      "nothing claimed");
 		if (!k->by_parent)
 			pp_reg_exec_failed(&c);
@@ -355,14 +355,14 @@ static void claim_child(void *arg)
 		      "pipe %d: pending %u, holders %u (was %u)", i, claim_slots[i]->pending,
 		      claim_slots[i]->holders, holders[i]);
 	CHECK(rec_at(c.rec)->nonce == 0, "the record is free again");
-	CHECK(join_and_claim(&c) == -1, "a record is claimed once");
+	CHECK(join_and_claim(&c) == -ESRCH, "a record is claimed once");
 	if (k->garbage)
 		return;
 	CHECK(pp_reg_claimed_left() == 3, "three to take over: %d", pp_reg_claimed_left());
 	CHECK(pp_reg_claimed_slot(7002) && pp_reg_claimed_slot(7002)->ino == 7002,
 	      "the slot of one");
 	CHECK(pp_reg_claimed_take(7002) == claim_slots[1] - base, "taken: its slot index");
-	CHECK(pp_reg_claimed_take(7002) == -1 && !pp_reg_claimed_slot(7002), "once");
+	CHECK(pp_reg_claimed_take(7002) == -ENOENT && !pp_reg_claimed_slot(7002), "once");
 	CHECK(pp_reg_claimed_left() == 2, "two left: %d", pp_reg_claimed_left());
 	/* A fork child's holds taken and given back (exit, exec): the untaken only. */
 	pp_reg_claimed_hold(1);
@@ -383,9 +383,9 @@ static void test_claims(void)
 {
 	const struct claim_case cases[] = {
 		{ .comm = comm, .want = 3 },
-		{ .comm = "someone-else", .want = -1 },
-		{ .comm = comm, .by_parent = true, .want = -1 },
-		{ .comm = comm, .age_ns = 11000000000ull, .want = -1 },
+		{ .comm = "someone-else", .want = -ESRCH },
+		{ .comm = comm, .by_parent = true, .want = -ESRCH },
+		{ .comm = comm, .age_ns = 11000000000ull, .want = -ESRCH },
 		{ .comm = comm, .garbage = true, .want = 1 },
 	};
 
@@ -443,7 +443,7 @@ static void spawn_case(bool named)
 		if (read(go[0], &byte, 1) != 1)
 			_exit(2);
 		got = join_and_claim(&c);
-		CHECK(got == (named ? 3 : -1), "spawned child, %s: claim %d",
+		CHECK(got == (named ? 3 : -ESRCH), "spawned child, %s: claim %d",
 		      named ? "named" : "never named", got);
 		pp_reg_claimed_hold(-1);
 		_exit(failures ? 1 : 0);

@@ -145,7 +145,7 @@ static long reserve_at(struct pp_ring *r, size_t off, size_t len, int fd, int st
 static struct pp_ring *ring_for(struct pp_pipe **pp, uint32_t capacity)
 {
 	struct pp_pipe *p = pp_pipe_new(0, true, (int)capacity);
-	struct pp_ring *r = p ? pp_ring_get(p, capacity) : NULL;
+	struct pp_ring *r = p ? pp_ring_get(&p->rings, &p->gen, capacity) : NULL;
 
 	if (!r) {
 		fprintf(stderr, "no ring\n");
@@ -175,7 +175,7 @@ static void test_fresh(void)
 	      "the last page");
 	CHECK(reserve_at(r, r->size - PAGE, 2 * PAGE, -1, -1, 0, 65536, &c) == 0,
 	      "a region past the end starts over at 0");
-	CHECK(reserve_at(r, 0, r->max_chunk + 1, -1, -1, 0, 65536, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 0, r->max_chunk + 1, -1, -1, 0, 65536, &c) == -EBUSY,
 	      "more than a chunk: never");
 	CHECK(!c.fionread && !c.identity, "nothing asked: %llu %llu",
 	      (unsigned long long)c.fionread, (unsigned long long)c.identity);
@@ -201,14 +201,12 @@ static void test_fionread(void)
 
 	/* A alone: held until its last byte is read. */
 	push(&s, r, reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c), 4 * PAGE, s.wr);
-	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
-	      "A in the pipe");
+	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY, "A in the pipe");
 	CHECK(c.fionread == 1 && c.identity == 1, "asked the pipe: %llu, the fd: %llu",
 	      (unsigned long long)c.fionread, (unsigned long long)c.identity);
-	CHECK(reserve_at(r, 2 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
-	      "any page of it");
+	CHECK(reserve_at(r, 2 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY, "any page of it");
 	drain(&s, 4 * PAGE - 1);
-	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "one byte of A left: %ld queued", queued(s.rd));
 	CHECK(reserve_at(r, 4 * PAGE, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == 4 * PAGE,
 	      "the pages after it were never pushed");
@@ -218,30 +216,30 @@ static void test_fionread(void)
 	/* A, then B after it: A is free once queued <= what B pushed. */
 	push(&s, r, reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c), 4 * PAGE, s.wr);
 	push(&s, r, reserve_at(r, 4 * PAGE, 3 * PAGE, s.wr, -1, s.ino, cap, &c), 3 * PAGE, s.wr);
-	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY, "A and B queued");
+	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY, "A and B queued");
 	drain(&s, 4 * PAGE - 1);
-	CHECK(reserve_at(r, 3 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 3 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "queued %ld, B pushed %d after A: A's last byte is in", queued(s.rd), 3 * PAGE);
-	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "a region is decided by its newest page");
 	CHECK(reserve_at(r, 0, 3 * PAGE, s.wr, -1, s.ino, cap, &c) == 0,
 	      "A's first pages are read: reusable");
 	drain(&s, 1);
 	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == 0,
 	      "queued %ld = what B pushed after A: A is out", queued(s.rd));
-	CHECK(reserve_at(r, 4 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY, "B is not");
+	CHECK(reserve_at(r, 4 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY, "B is not");
 	/* A region over A and B is B's to decide. */
-	CHECK(reserve_at(r, 2 * PAGE, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 2 * PAGE, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "a region reaching into B");
 
 	/* Partly written pages: the last one counts as a whole slot, its bytes as bytes. */
 	push(&s, r, reserve_at(r, 8 * PAGE, PAGE + 100, s.wr, -1, s.ino, cap, &c), PAGE + 100,
 	     s.wr);
 	drain(&s, 3 * PAGE); /* B */
-	CHECK(reserve_at(r, 8 * PAGE, 2 * PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 8 * PAGE, 2 * PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "C in the pipe");
 	drain(&s, PAGE + 99);
-	CHECK(reserve_at(r, 9 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 9 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "C's last byte in the pipe");
 	drain(&s, 1);
 	CHECK(reserve_at(r, 8 * PAGE, 2 * PAGE, s.wr, -1, s.ino, cap, &c) == 8 * PAGE,
@@ -271,7 +269,7 @@ static void test_slots(void)
 		push(&s, r, reserve_at(r, (size_t)i * PAGE, PAGE, s.wr, -1, s.ino, cap, &c), PAGE,
 		     s.wr);
 	c = (struct pp_ring_checks){ 0 };
-	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "15 pushes after A prove nothing, and A is in the pipe");
 	CHECK(c.fionread == 1, "the exact test decided: %llu", (unsigned long long)c.fionread);
 
@@ -282,7 +280,7 @@ static void test_slots(void)
 	CHECK(c.fionread == 0 && c.identity == 1,
 	      "by the slot rule, after one identity check: %llu %llu",
 	      (unsigned long long)c.fionread, (unsigned long long)c.identity);
-	CHECK(reserve_at(r, PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "page 1: 15 pushes after it, and it is in the pipe");
 
 	/* Evidence already covered by an identity check is not checked again. */
@@ -328,13 +326,12 @@ static void test_moved(void)
 		drain(&s, PAGE);
 	}
 	dup2(other.wr, fd);
-	CHECK(reserve_at(r, 0, PAGE, fd, -1, s.ino, cap, &c) == PP_RING_MOVED,
+	CHECK(reserve_at(r, 0, PAGE, fd, -1, s.ino, cap, &c) == -ESTALE,
 	      "slot rule: the fd names another pipe");
-	CHECK(reserve_at(r, 16 * PAGE, PAGE, fd, -1, s.ino, cap, &c) == PP_RING_MOVED,
+	CHECK(reserve_at(r, 16 * PAGE, PAGE, fd, -1, s.ino, cap, &c) == -ESTALE,
 	      "exact test: the fd names another pipe (empty as it is)");
 	close(fd);
-	CHECK(reserve_at(r, 16 * PAGE, PAGE, fd, -1, s.ino, cap, &c) == PP_RING_MOVED,
-	      "the fd closed");
+	CHECK(reserve_at(r, 16 * PAGE, PAGE, fd, -1, s.ino, cap, &c) == -ESTALE, "the fd closed");
 	close_stream(&s);
 	close_stream(&other);
 	free_ring(p);
@@ -356,7 +353,7 @@ static void *other_writer(void *arg)
 	uint32_t cap = 16 * PAGE;
 
 	t->tid = syscall(SYS_gettid);
-	t->r = pp_ring_get(t->p, cap);
+	t->r = pp_ring_get(&t->p->rings, &t->p->gen, cap);
 	if (!t->r)
 		return NULL;
 	for (int i = 0; i < t->pages; i++)
@@ -394,12 +391,12 @@ static void test_threads(void)
 	run_other(&t);
 	CHECK(t.r && t.r != r && t.r->owner == t.tid && r->owner == syscall(SYS_gettid),
 	      "each thread its own ring");
-	CHECK(pp_ring_get(p, cap) == r, "and this thread's again");
+	CHECK(pp_ring_get(&p->rings, &p->gen, cap) == r, "and this thread's again");
 	CHECK(r->pushed_slots == slots, "the other's pushes are not this ring's");
-	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "A in the pipe, behind 15 pages of the other thread's");
 	drain(&s, PAGE);
-	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
+	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
 	      "A read, but %ld bytes of the other's queued count against it", queued(s.rd));
 	drain(&s, 15 * PAGE);
 	CHECK(reserve_at(r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == 0, "all read: reusable");
@@ -414,7 +411,8 @@ static void test_threads(void)
 		for (int i = 0; i < 5; i++)
 			qr[i] = ring_for(&q[i], cap);
 		for (int i = 0; i < 5; i++)
-			CHECK(pp_ring_get(q[i], cap) == qr[i], "pipe %d: the same ring again", i);
+			CHECK(pp_ring_get(&q[i]->rings, &q[i]->gen, cap) == qr[i],
+			      "pipe %d: the same ring again", i);
 		for (int i = 0; i < 5; i++)
 			free_ring(q[i]);
 	}
@@ -444,11 +442,11 @@ static void test_stage(void)
 #define RES(off, len) reserve_at(r, (off), (len), t.wr, s.wr, t.ino, cap, &c)
 
 	push(&s, r, RES(0, PAGE), PAGE, s.wr);
-	CHECK(RES(0, PAGE) == PP_RING_BUSY, "A staged");
+	CHECK(RES(0, PAGE) == -EBUSY, "A staged");
 	MOVE(PAGE);
-	CHECK(queued(s.rd) == 0 && RES(0, PAGE) == PP_RING_BUSY, "A moved on into the target");
+	CHECK(queued(s.rd) == 0 && RES(0, PAGE) == -EBUSY, "A moved on into the target");
 	drain_from(&s, t.rd, PAGE - 1);
-	CHECK(RES(0, PAGE) == PP_RING_BUSY, "A's last byte in the target");
+	CHECK(RES(0, PAGE) == -EBUSY, "A's last byte in the target");
 	drain_from(&s, t.rd, 1);
 	CHECK(RES(0, PAGE) == 0, "A read from the target: reusable");
 
@@ -461,15 +459,15 @@ static void test_stage(void)
 	for (; k < 32; k++)
 		push(&s, r, RES(k * PAGE, PAGE), PAGE, s.wr);
 	c = (struct pp_ring_checks){ 0 };
-	CHECK(RES(0, PAGE) == PP_RING_BUSY, "31 pushes after A, A in the target");
+	CHECK(RES(0, PAGE) == -EBUSY, "31 pushes after A, A in the target");
 	CHECK(c.fionread == 1, "decided by both pipes' bytes");
-	CHECK(RES(16 * PAGE, PAGE) == PP_RING_BUSY, "a page still staged");
+	CHECK(RES(16 * PAGE, PAGE) == -EBUSY, "a page still staged");
 	drain_from(&s, t.rd, PAGE);
 	MOVE(PAGE);
 	push(&s, r, RES(32 * PAGE, PAGE), PAGE, s.wr);
 	c = (struct pp_ring_checks){ 0 };
 	CHECK(RES(0, PAGE) == 0 && c.fionread == 0, "32 pushes after A: the slot rule");
-	CHECK(RES(PAGE, PAGE) == PP_RING_BUSY, "page 1 is in the target");
+	CHECK(RES(PAGE, PAGE) == -EBUSY, "page 1 is in the target");
 	drain_from(&s, t.rd, 16 * PAGE);
 	MOVE(16 * PAGE);
 	drain_from(&s, t.rd, 16 * PAGE);
@@ -499,15 +497,14 @@ static void test_trim(void)
 
 	/* A ring its owner is writing with is left alone. */
 	r->busy = 1;
-	pp_rings_trim_idle(10000000000ull, true);
+	pp_pipes_trim_rings(10000000000ull, true);
 	r->busy = 0;
-	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == PP_RING_BUSY,
-	      "busy: not trimmed");
+	CHECK(reserve_at(r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY, "busy: not trimmed");
 
 	/* Idle: the pages go, but for the ones the next write uses (PPIPE_POOL_KEEP). */
 	r->head = 8 * PAGE;
 	pp_cfg.pool_keep = 0;
-	pp_rings_trim_idle(10000000000ull, false);
+	pp_pipes_trim_rings(10000000000ull, false);
 	CHECK(r->resident == 0, "trimmed: %zu left", r->resident);
 	CHECK(reserve_at(r, 0, 8 * PAGE, s.wr, -1, s.ino, cap, &c) == 0,
 	      "fresh pages: reusable with the old ones in the pipe");
@@ -594,7 +591,7 @@ static void test_mixed(uint32_t cap, uint64_t ring_size)
 			continue;
 		}
 		off = pp_ring_reserve(r, len, s.wr, -1, s.ino, cap, &c);
-		if (off == PP_RING_BUSY) {
+		if (off == -EBUSY) {
 			waits++;
 			/* An empty pipe holds no page: nothing can be refused then. */
 			CHECK(queued(s.rd) > 0, "refused with the pipe empty");
