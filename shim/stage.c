@@ -386,15 +386,21 @@ static bool owns_in(const struct pp_stage *st, unsigned int lo, unsigned int hi)
 
 bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
 {
-	bool any = false;
+	bool any = false, service;
 
 	if (!pp_uring_started())
 		return false;
+	/*
+	 * The service's own fds are among them: every stage delivers and
+	 * closes, the service ends, and the next write starts it afresh (no
+	 * fd of the program's is ever taken for one of ours).
+	 */
+	service = pp_uring_stop_if_owns(lo, hi);
 	for (struct pp_stage *st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
 		int open = PP_STAGE_OPEN;
 
 		if (__atomic_load_n(&st->state, __ATOMIC_ACQUIRE) < PP_STAGE_OPEN ||
-		    !owns_in(st, lo, hi))
+		    (!service && !owns_in(st, lo, hi)))
 			continue;
 		any = true;
 		/* Deliver, retire, wait for the writers inside, close. */
@@ -407,7 +413,9 @@ bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
 			sched_yield(); /* delivered: the last writers are leaving */
 		}
 	}
-	return any;
+	if (service)
+		pp_uring_stop();
+	return any || service;
 }
 
 PP_COMMON void pp_stages_after_fork_child(void)

@@ -33,6 +33,7 @@ _Static_assert(PP_ONCE_YES == 2, "uring.h's pp_uring_started() reads the state a
 #include <sys/eventfd.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <dlfcn.h>
 
@@ -91,6 +92,11 @@ static int wake_fd = -1;
 static uint64_t wake_buf;
 /* 1 while the service is (about to be) asleep in io_uring_enter: kicks must write wake_fd. */
 static int waiting;
+/* A thread stops the service (pp_uring_stop_if_owns): no new stage meanwhile. */
+static int stopping;
+/* The service is asked to end (atomic); it sets @stopped (a futex word) when it has. */
+static int stop_req;
+static uint32_t stopped;
 
 void pp_uring_kick(void)
 {
@@ -315,7 +321,7 @@ static void *service(void *arg)
 	if (why)
 		return NULL;
 	arm_wake();
-	for (;;) {
+	while (!__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) {
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 
@@ -341,6 +347,12 @@ static void *service(void *arg)
 		}
 		io_uring_cq_advance(&ring, seen);
 	}
+	/* Nothing is staged any more (pp_uring_stop_if_owns): the ring and its fds go. */
+	io_uring_queue_exit(&ring);
+	pp_sys_close(wake_fd);
+	wake_fd = -1;
+	__atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &stopped, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	return NULL;
 }
 
@@ -378,7 +390,50 @@ static void start_told(const char *why)
 bool pp_uring_ready(void)
 {
 	pp_mark_used(PP_USED_URING);
+	if (unlikely(__atomic_load_n(&stopping, __ATOMIC_ACQUIRE)))
+		return false;
 	return pp_once_run(&pp_uring_state, &reason, start, "io_uring service running", start_told);
+}
+
+static bool fd_in(int fd, unsigned int lo, unsigned int hi)
+{
+	return fd >= 0 && (unsigned int)fd >= lo && (unsigned int)fd <= hi;
+}
+
+bool pp_uring_stop_if_owns(unsigned int lo, unsigned int hi)
+{
+	for (;;) {
+		int s = __atomic_load_n(&pp_uring_state, __ATOMIC_ACQUIRE), zero = 0;
+
+		if (s == PP_ONCE_RUNNING || __atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) {
+			sched_yield(); /* another thread starts or stops it: a few system calls */
+			continue;
+		}
+		if (s != PP_ONCE_YES || (!fd_in(ring.ring_fd, lo, hi) && !fd_in(wake_fd, lo, hi)))
+			return false;
+		if (__atomic_compare_exchange_n(&stopping, &zero, 1, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+}
+
+void pp_uring_stop(void)
+{
+	uint64_t one = 1;
+
+	__atomic_store_n(&stop_req, 1, __ATOMIC_SEQ_CST);
+	PP_SYSCALL(SYS_write, wake_fd, &one, sizeof(one));
+	while (!__atomic_load_n(&stopped, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &stopped, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	/* As never started: the next write that stages starts a new service. */
+	__atomic_store_n(&stop_req, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stopped, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&waiting, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&setup_done, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&setup_why, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&reason, "stopped: the program closed its fds", __ATOMIC_RELEASE);
+	__atomic_store_n(&pp_uring_state, PP_ONCE_UNKNOWN, __ATOMIC_RELEASE);
+	__atomic_store_n(&stopping, 0, __ATOMIC_RELEASE);
 }
 
 PP_COMMON void pp_uring_after_fork_child(void)
@@ -397,6 +452,8 @@ PP_COMMON void pp_uring_after_fork_child(void)
 	}
 	setup_done = 0;
 	setup_why = NULL;
+	stopping = stop_req = 0;
+	stopped = 0;
 	pp_uring_state = PP_ONCE_UNKNOWN;
 	reason = "not started";
 }
@@ -411,6 +468,17 @@ bool pp_uring_ready(void)
 {
 	__atomic_store_n(&reason, "built without liburing", __ATOMIC_RELEASE);
 	return false;
+}
+
+bool pp_uring_stop_if_owns(unsigned int lo, unsigned int hi)
+{
+	(void)lo;
+	(void)hi;
+	return false;
+}
+
+void pp_uring_stop(void)
+{
 }
 
 PP_COMMON void pp_uring_after_fork_child(void)
