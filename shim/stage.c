@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -50,9 +51,54 @@ static bool stage_ref(struct pp_stage *st, uint32_t gen)
 
 void pp_stage_put(struct pp_stage *st)
 {
+	int r = __atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL);
+
 	/* The last reference of a retired stage: the service closes it. */
-	if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	if (r == 0) {
 		pp_uring_kick();
+	} else if (r == 1 && __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) >= 0 &&
+		   !pp_stage_pending(st)) {
+		/* Nothing staged and nobody inside: the pipe's dup goes (stage.h). */
+		sigset_t all, old;
+
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pp_stage_drop_target(st);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+}
+
+/*
+ * The caller holds a reference on @st, whose dup of the pipe may have
+ * been dropped: a new one of @fd, which must still name the pipe. Under
+ * the stage's lock (signals blocked), as the drop is. False without one.
+ */
+static bool stage_target(struct pp_stage *st, int fd)
+{
+	sigset_t all, old;
+	bool ok = true;
+
+	if (__atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) >= 0)
+		return true; /* our reference keeps it */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (!pp_stage_mover_try(st))
+		sched_yield(); /* held for one non-blocking system call at a time */
+	if (__atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) < 0) {
+		long t = pp_fdt_dup_spare(fd, true);
+		uint64_t ino;
+
+		if (t >= 0 && (pp_sys_pipe_ino((int)t, &ino) || ino != st->ino)) {
+			pp_sys_close((int)t);
+			t = -1;
+		}
+		if (t >= 0)
+			__atomic_store_n(&st->tfd, (int)t, __ATOMIC_RELEASE);
+		ok = t >= 0;
+	}
+	pp_stage_mover_release(st);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
 }
 
 /* @p's stage with a reference, or NULL. */
@@ -149,8 +195,12 @@ struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 	uint64_t old = __atomic_load_n(&p->stage_word, __ATOMIC_ACQUIRE);
 	const char *why;
 
-	if (st)
-		return st;
+	if (st) {
+		if (stage_target(st, fd))
+			return st;
+		pp_stage_put(st);
+		return NULL;
+	}
 	if (!pp_uring_ready())
 		return NULL;
 	/* A retired stage of the pipe first delivers what it holds: order. */

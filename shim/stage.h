@@ -50,7 +50,7 @@ struct pp_stage {
 	uint32_t gen; /* bumped each time the slot is recycled */
 	int refs; /* writers and flushers inside, plus 1 while OPEN (atomic) */
 	int sfd_r, sfd_w; /* the staging pipe */
-	int tfd; /* our dup of the target's write end */
+	int tfd; /* our dup of the target's write end, while it may stage (atomic) */
 	uint64_t ino; /* the target pipe */
 	uint32_t cap_s, cap_t; /* capacities, bytes */
 	/* Written by writers (in), by the service (out, moved): atomics. */
@@ -137,6 +137,31 @@ static inline long pp_stage_move_once(struct pp_stage *st)
 	if (n > 0)
 		pp_stage_moved(st, (uint64_t)n);
 	return n ? n : -EIO;
+}
+
+/*
+ * The stage holds its dup of the target only while it may stage: once
+ * nothing is staged or in flight and nobody is inside (only the open
+ * reference is left), the dup is closed, so that the readers' EOF never
+ * waits for it (the program may put something else over its write end
+ * behind libppipe's back). A writer takes a new one (pp_stage_get). The
+ * caller has signals blocked; does nothing when the stage's lock is taken
+ * (its holder looks again when it is done).
+ */
+static inline void pp_stage_drop_target(struct pp_stage *st)
+{
+	int tfd;
+
+	if (__atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) < 0 || !pp_stage_mover_try(st))
+		return;
+	tfd = __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE);
+	if (tfd >= 0 && __atomic_load_n(&st->state, __ATOMIC_ACQUIRE) == PP_STAGE_OPEN &&
+	    __atomic_load_n(&st->refs, __ATOMIC_SEQ_CST) == 1 && !pp_stage_pending(st) &&
+	    !__atomic_load_n(&st->inflight, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&st->tfd, -1, __ATOMIC_RELEASE);
+		pp_sys_close(tfd);
+	}
+	pp_stage_mover_release(st);
 }
 
 /*

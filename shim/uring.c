@@ -206,6 +206,8 @@ static unsigned int submit_ready(void)
 			if (s == PP_STAGE_RETIRED && pp_stage_try_reap(st))
 				pp_debug("write-behind: stage of pipe inode %llu closed",
 					 (unsigned long long)st->ino);
+			else if (s == PP_STAGE_OPEN)
+				pp_stage_drop_target(st); /* drained: no dup holds the pipe */
 			continue;
 		}
 		if (pp_cfg.uring_splice == PP_URING_SPLICE_INLINE) {
