@@ -118,7 +118,7 @@ static void arm_wake(void)
 /*
  * The target cannot take the bytes (its readers went away, or worse):
  * what is in S is dropped, as a plain write's bytes would never have
- * gone in, and the error waits for the next write or close.
+ * gone in, and the error (-errno) waits for the next write or close.
  */
 static void drop_staged(struct pp_stage *st, int err)
 {
@@ -143,7 +143,7 @@ static void drop_staged(struct pp_stage *st, int err)
 	pp_stage_wake(st);
 	pp_debug("write-behind: pipe inode %llu refused staged bytes (%s); the next write or "
 		 "close reports it",
-		 (unsigned long long)st->ino, strerror(err));
+		 (unsigned long long)st->ino, strerror(-err));
 }
 
 /*
@@ -179,7 +179,7 @@ static bool splice_inline(struct pp_stage *st, int idx)
 		return false;
 	}
 	if (n < 0 && n != -EINTR)
-		drop_staged(st, (int)-n);
+		drop_staged(st, (int)n);
 	pp_stage_mover_release(st);
 	return pp_stage_pending(st) != 0;
 }
@@ -253,7 +253,7 @@ static void complete(struct io_uring_cqe *cqe)
 	if (res > 0)
 		pp_stage_moved(st, (uint64_t)res);
 	else if (res != -EINTR && res != -EAGAIN && res != -ECANCELED && res != 0)
-		drop_staged(st, -res);
+		drop_staged(st, res);
 	pp_stage_mover_release(st);
 	__atomic_store_n(&st->inflight, 0, __ATOMIC_SEQ_CST);
 }
