@@ -170,12 +170,15 @@ static bool splice_inline(struct pp_stage *st, int idx)
 	if (n == -EAGAIN) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 
-		pp_stage_mover_release(st);
-		if (!sqe)
+		if (!sqe) {
+			pp_stage_mover_release(st);
 			return true; /* the queue is full: after this submission */
+		}
+		/* In flight before the lock goes: the dup of the pipe stays (stage.h). */
 		io_uring_prep_poll_add(sqe, st->tfd, POLLOUT);
 		io_uring_sqe_set_data64(sqe, (uint64_t)idx + 1);
 		__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
+		pp_stage_mover_release(st);
 		return false;
 	}
 	if (n < 0 && n != -EINTR)
