@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * diff-closerange: a program writes to a pipe, closes it, then closes
- * every fd from 3 up with libc's close_range(), as daemons and spawners
- * do, and goes on with a new pipe: 4 MiB written while a thread reads.
+ * every fd from 3 up, as daemons and spawners do (libc's close_range(),
+ * or close() on every number up to 1023), and goes on with a new pipe:
+ * 4 MiB written while a thread reads.
  * On a plain pipe the reader gets the whole stream, then EOF. Whatever
  * libppipe keeps open of its own is in that range too: it must not lose
  * the stream, hang, or take a number of the program's for one of its own.
@@ -53,7 +54,7 @@ static void *read_all(void *arg)
 	return NULL;
 }
 
-static void scenario(struct report *rep)
+static void scenario(struct report *rep, bool loop)
 {
 	static unsigned char src[BIG];
 	struct reader rd = { .res = &rep->rd };
@@ -67,8 +68,13 @@ static void scenario(struct report *rep)
 	rep->first = write(p[1], src, FIRST);
 	close(p[1]);
 	close(p[0]);
-	rep->close_range_ret = close_range(3, ~0U, 0);
-	rep->close_range_err = errno;
+	if (loop) {
+		for (int fd = 3; fd < 1024; fd++)
+			close(fd);
+	} else {
+		rep->close_range_ret = close_range(3, ~0U, 0);
+		rep->close_range_err = errno;
+	}
 	if (pipe(q))
 		_exit(T_EXIT_ERROR);
 	rd.fd = q[0];
@@ -80,35 +86,44 @@ static void scenario(struct report *rep)
 	close(q[0]);
 }
 
-int main(void)
+static void run(const char *how, bool loop)
 {
 	struct report *rep;
 	int status;
 	pid_t pid;
 
-	t_init("diff-closerange");
 	rep = t_shared(sizeof(*rep));
 	pid = t_fork();
 	if (!pid) {
-		scenario(rep);
+		scenario(rep, loop);
 		exit(0);
 	}
 	status = t_wait(pid);
-	t_log("child: %s", t_status(status));
-	t_log("first write -> %zd", rep->first);
-	t_log("close_range(3, ~0U, 0) -> %s", t_res(rep->close_range_ret, rep->close_range_err));
-	if (rep->close_range_ret && rep->close_range_err == ENOSYS)
-		t_skip("no close_range here");
-	t_log("4 MiB into the new pipe -> %zd", rep->big);
-	t_log("reader: %llu bytes, fnv %016llx, %s, first bad %s",
+	t_log("%s: child: %s", how, t_status(status));
+	t_log("%s: first write -> %zd", how, rep->first);
+	if (!loop) {
+		t_log("%s: close_range(3, ~0U, 0) -> %s", how,
+		      t_res(rep->close_range_ret, rep->close_range_err));
+		if (rep->close_range_ret && rep->close_range_err == ENOSYS)
+			t_skip("no close_range here");
+	}
+	t_log("%s: 4 MiB into the new pipe -> %zd", how, rep->big);
+	t_log("%s: reader: %llu bytes, fnv %016llx, %s, first bad %s", how,
 	      (unsigned long long)rep->rd.bytes, (unsigned long long)rep->rd.fnv,
 	      rep->rd.err ? t_errname(rep->rd.err) : "EOF",
 	      rep->rd.first_bad == UINT64_MAX ? "none" : "some");
-	t_check(WIFEXITED(status) && !WEXITSTATUS(status), "the child failed");
-	t_check(rep->first == FIRST, "the first write");
-	t_check(rep->big == BIG, "the 4 MiB write");
+	t_check(WIFEXITED(status) && !WEXITSTATUS(status), "%s: the child failed", how);
+	t_check(rep->first == FIRST, "%s: the first write", how);
+	t_check(rep->big == BIG, "%s: the 4 MiB write", how);
 	t_check(rep->rd.done && !rep->rd.err && rep->rd.bytes == BIG &&
 			rep->rd.first_bad == UINT64_MAX,
-		"the reader did not get the stream intact, then EOF");
+		"%s: the reader did not get the stream intact, then EOF", how);
+}
+
+int main(void)
+{
+	t_init("diff-closerange");
+	run("close_range", false);
+	run("close loop", true);
 	return t_finish();
 }
