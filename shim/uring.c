@@ -92,8 +92,10 @@ static int wake_fd = -1;
 static uint64_t wake_buf;
 /* 1 while the service is (about to be) asleep in io_uring_enter: kicks must write wake_fd. */
 static int waiting;
-/* A thread stops the service (pp_uring_stop_if_owns): no new stage meanwhile. */
+/* The thread that stops the service (pp_uring_stop_if_owns), 0 none: no new stage meanwhile. */
 static int stopping;
+/* The thread that starts it, 0 none. */
+static int starting;
 /* The service is asked to end (atomic); it sets @stopped (a futex word) when it has. */
 static int stop_req;
 static uint32_t stopped;
@@ -361,7 +363,7 @@ static void *service(void *arg)
 	return NULL;
 }
 
-static const char *start(void)
+static const char *start_service(void)
 {
 	const char *why = open_liburing();
 	sigset_t all, old;
@@ -382,6 +384,16 @@ static const char *start(void)
 	while (!__atomic_load_n(&setup_done, __ATOMIC_ACQUIRE))
 		syscall(SYS_futex, &setup_done, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
 	return __atomic_load_n(&setup_why, __ATOMIC_ACQUIRE);
+}
+
+static const char *start(void)
+{
+	const char *why;
+
+	__atomic_store_n(&starting, (int)pp_sys_gettid(), __ATOMIC_RELEASE);
+	why = start_service();
+	__atomic_store_n(&starting, 0, __ATOMIC_RELEASE);
+	return why;
 }
 
 static void start_told(const char *why)
@@ -407,16 +419,23 @@ static bool fd_in(int fd, unsigned int lo, unsigned int hi)
 
 bool pp_uring_stop_if_owns(unsigned int lo, unsigned int hi)
 {
+	int self = (int)pp_sys_gettid();
+
 	for (;;) {
 		int s = __atomic_load_n(&pp_uring_state, __ATOMIC_ACQUIRE), zero = 0;
+		int who = __atomic_load_n(&stopping, __ATOMIC_ACQUIRE);
 
-		if (s == PP_ONCE_RUNNING || __atomic_load_n(&stopping, __ATOMIC_ACQUIRE)) {
+		/* A signal handler inside this thread's own start or stop: never wait for itself. */
+		if (who == self ||
+		    (s == PP_ONCE_RUNNING && __atomic_load_n(&starting, __ATOMIC_ACQUIRE) == self))
+			return false;
+		if (s == PP_ONCE_RUNNING || who) {
 			sched_yield(); /* another thread starts or stops it: a few system calls */
 			continue;
 		}
 		if (s != PP_ONCE_YES || (!fd_in(ring.ring_fd, lo, hi) && !fd_in(wake_fd, lo, hi)))
 			return false;
-		if (__atomic_compare_exchange_n(&stopping, &zero, 1, false, __ATOMIC_SEQ_CST,
+		if (__atomic_compare_exchange_n(&stopping, &zero, self, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED))
 			return true;
 	}
@@ -457,7 +476,7 @@ PP_COMMON void pp_uring_after_fork_child(void)
 	}
 	setup_done = 0;
 	setup_why = NULL;
-	stopping = stop_req = 0;
+	stopping = starting = stop_req = 0;
 	stopped = 0;
 	pp_uring_state = PP_ONCE_UNKNOWN;
 	reason = "not started";
