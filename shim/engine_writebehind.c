@@ -470,7 +470,7 @@ PP_COMMON static void pp_stages_flush_all(bool bounded)
 
 static bool owns_in(const struct pp_stage *st, unsigned int lo, unsigned int hi)
 {
-	const int fds[3] = { st->sfd_r, st->sfd_w, st->tfd };
+	const int fds[3] = { st->sfd_r, st->sfd_w, __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) };
 
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0 && (unsigned int)fds[i] >= lo && (unsigned int)fds[i] <= hi)
