@@ -16,10 +16,8 @@
 #include "pool.h"
 #include "psi.h"
 #include "ring.h"
-#include "stage.h"
 #include "stats.h"
 #include "sys.h"
-#include "uring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,18 +87,18 @@ PP_EXPORT int ppipe_flush(int fd)
 		errno = (int)-r;
 		return -1;
 	}
-	if (pp_uring_started()) {
+	if (pp_engine_hooks()) {
 		enum pp_end end;
 		struct pp_pipe *p = pp_fdt_enter(fd, &end);
 		int e = 0;
 
 		if (p) {
-			if (end == PP_END_WRITE)
-				e = pp_stage_flush(p);
+			if (end == PP_END_WRITE && pp_engine_holds(p))
+				e = pp_engine->flush(p);
 			pp_pipe_leave(p);
 		}
 		if (e) {
-			errno = e;
+			errno = -e;
 			return -1;
 		}
 	}

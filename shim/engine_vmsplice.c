@@ -10,22 +10,20 @@
  *
  * Layer: engine (may use: engine, pipes, resources, base).
  */
-#include "engine.h"
+#include "engine_core.h"
 
+#include "compiler.h"
 #include "config.h"
-#include "explain.h"
 #include "faultguard.h"
 #include "fdtable.h"
 #include "pipe.h"
 #include "psi.h"
 #include "real.h"
 #include "ring.h"
-#include "stage.h"
 #include "stats.h"
 #include "sys.h"
 #include "thp.h"
 #include "turn.h"
-#include "uring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,13 +64,13 @@ static bool source_readable(const struct iovec *iov, int iovcnt)
 
 /*
  * Nothing was written: the caller makes the real call. @kind says why
- * (PPIPE_DEBUG, the pipe's last fallback); see decline() for a reason
- * that also changes what the statistics say of the pipe.
+ * (the pipe's last fallback, which PPIPE_DEBUG tells); see decline() for
+ * a reason that also changes what the statistics say of the pipe.
  */
 static ssize_t fall_back(struct pp_pipe *p, const char *kind)
 {
 	pp_count(&p->cnt, PP_CNT_fallbacks, 1);
-	pp_explain_fallback(p, kind);
+	__atomic_store_n(&p->last_fallback, kind ? kind : "unknown", __ATOMIC_RELAXED);
 	return PP_DECLINE;
 }
 
@@ -129,8 +127,8 @@ struct write_op {
 	size_t pushed; /* bytes of it in the pipe */
 	bool in_region;
 	bool turn; /* holds the pipe's turn (turn.h) */
-	struct pp_stage *st; /* write-behind: the pages go to the pipe or its staging pipe */
-	bool staging; /* the pipe was full: the rest of this write is staged */
+	struct pp_outlet out; /* out.st: the pages go to the pipe or the engine's outlet */
+	bool staging; /* the pipe was full: the rest of this write goes through the outlet */
 };
 
 /* Gives the ring back after the op: the next write of this thread may run. */
@@ -180,11 +178,11 @@ static int op_pin(struct write_op *op)
 	return 0;
 }
 
-static void op_put_stage(struct write_op *op)
+static void op_end_outlet(struct write_op *op)
 {
-	if (op->st) {
-		pp_stage_put(op->st);
-		op->st = NULL;
+	if (op->out.st) {
+		op->out.ops->end(&op->out);
+		op->out.st = NULL;
 	}
 }
 
@@ -212,7 +210,7 @@ static void op_cancelled(void *arg)
 	}
 	op_release_ring(op, now_ns());
 	op_unpin(op);
-	op_put_stage(op);
+	op_end_outlet(op);
 	if (op->done) {
 		pp_count(&op->p->cnt, PP_CNT_writes_accelerated, 1);
 		pp_count(&op->p->cnt, PP_CNT_bytes_accelerated, op->done);
@@ -235,7 +233,7 @@ static long wait_cancellable(struct write_op *op, int fd, const struct iovec *v)
 	long r;
 
 	pthread_cleanup_push(op_cancelled, op);
-	r = v ? vmsplice(fd, v, 1, 0) : poll(&pfd, 1, -1);
+	r = v ? real_vmsplice(fd, v, 1, 0) : poll(&pfd, 1, -1);
 	if (r < 0)
 		r = -errno;
 	pthread_cleanup_pop(0);
@@ -323,78 +321,6 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 	return fall_back(p, why);
 }
 
-/*
- * Before a write-behind write goes straight into the pipe, the bytes
- * staged before it must be in: the writer moves them on itself when it
- * can (no wake-up of the service) and the pipe has room. Returns 0 when
- * nothing is staged any more, -EPIPE when the readers are gone (with the
- * kernel's SIGPIPE to this thread), else nonzero: this write is staged
- * too, and the service, kicked, takes the rest on.
- */
-static long help_move(struct pp_stage *st)
-{
-	sigset_t all, old;
-	long n = -EBUSY;
-
-	/* With IORING_OP_SPLICE the service alone moves bytes on. */
-	if (pp_cfg.uring_splice == PP_URING_SPLICE_ASYNC)
-		return 1;
-
-	/*
-	 * No handler may run while this thread holds the mover right: one
-	 * that flushes the pipe would wait for bytes only this thread can
-	 * move on (the service leaves a held stage to its holder).
-	 */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (!pp_stage_mover_try(st)) {
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return n;
-	}
-	for (int round = 0; round < 4 && (n = pp_stage_move_once(st)) > 0; round++)
-		;
-	pp_stage_mover_release(st);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pp_uring_kick(); /* as after stage_push: the service may have passed it by */
-	if (n == -EPIPE)
-		return n;
-	return pp_stage_pending(st) ? 1 : 0;
-}
-
-/*
- * Stages what @v holds: a vmsplice() into the staging pipe that never
- * waits, under the stage's lock, counted in the same breath, so that
- * what the staging pipe holds is always exactly what the counters say
- * (two writers' pushes and their counts could otherwise cross, and a
- * move or a flush act on the wrong bytes). Signals are blocked while the
- * lock is held (a handler's flush would wait for this thread). Returns
- * what vmsplice() returned.
- */
-static long stage_push(struct pp_stage *st, const struct iovec *v)
-{
-	sigset_t all, old;
-	long n;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	while (!pp_stage_mover_try(st))
-		sched_yield(); /* held for one non-blocking system call at a time */
-	n = pp_sys_vmsplice(st->sfd_w, v, 1, SPLICE_F_NONBLOCK);
-	if (n > 0) {
-		__atomic_add_fetch(&st->in, (uint64_t)n, __ATOMIC_SEQ_CST);
-		PP_WB_ADD(staged_bytes, (uint64_t)n);
-	}
-	pp_stage_mover_release(st);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	/*
-	 * The service may have passed the stage by while the lock was held
-	 * (and gone to sleep): whatever happened, it looks again. A kick
-	 * costs a system call only when the service sleeps.
-	 */
-	pp_uring_kick();
-	return n;
-}
-
 /* Returned by push_region when no pin could be had: the real call goes on. */
 #define PP_NO_PIN 1
 /*
@@ -417,8 +343,8 @@ static long op_ensure_pin(struct write_op *op)
 /* Before every system call on the file but the first one: the pin. */
 static long op_next_call(struct write_op *op)
 {
-	/* The staging pipe is ours: nobody can take it from under the write. */
-	return op->calls++ && !op->st ? op_ensure_pin(op) : 0;
+	/* The outlet's fds are its own: nobody can take them from under the write. */
+	return op->calls++ && !op->out.st ? op_ensure_pin(op) : 0;
 }
 
 /*
@@ -437,17 +363,17 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 		long n;
 
 		/*
-		 * Write-behind stages only what the pipe cannot take now: with
-		 * nothing staged before it, a write goes straight in (stage.h).
+		 * An outlet takes only what the pipe cannot take now: with
+		 * nothing held before it, a write goes straight in.
 		 */
-		if (op->st && !op->staging && pp_stage_pending(op->st)) {
-			n = help_move(op->st);
-			if (n == -EPIPE)
+		if (op->out.st && !op->staging) {
+			n = op->out.ops->catch_up(&op->out);
+			if (n < 0)
 				return n; /* the kernel's SIGPIPE came with it: this write's error */
 			op->staging = n != 0;
 		}
-		if (op->st && !op->staging) {
-			n = pp_sys_vmsplice(op->st->tfd, &v, 1, SPLICE_F_NONBLOCK);
+		if (op->out.st && !op->staging) {
+			n = pp_sys_vmsplice(op->out.pipe_fd, &v, 1, SPLICE_F_NONBLOCK);
 			pp_count(&op->p->cnt, PP_CNT_vmsplice_calls, 1);
 			if (n > 0) {
 				pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
@@ -463,19 +389,16 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 			op->staging = true;
 		}
 		/*
-		 * The readers went away under staged bytes: stage no more. The
-		 * count so far stands; the error is the next call's (stage.h).
+		 * The readers went away under held bytes: pass on no more. The
+		 * count so far stands; the error is the next call's.
 		 */
-		if (op->st && __atomic_load_n(&op->st->err, __ATOMIC_ACQUIRE)) {
-			if (op->done || op->pushed)
-				return -EPIPE;
-			return -pp_stage_take_error(op->p) ?: -EPIPE;
-		}
+		if (op->out.st && (n = op->out.ops->error(&op->out, op->done || op->pushed)))
+			return n;
 		n = op_next_call(op);
 		if (n)
 			return n;
-		if (op->st)
-			n = stage_push(op->st, &v);
+		if (op->out.st)
+			n = op->out.ops->push(&op->out, &v);
 		else if (*vflags)
 			n = pp_sys_vmsplice(op->wfd, &v, 1, *vflags);
 		else
@@ -511,10 +434,10 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 			n = wait_writable(op, op->wfd, op->done + op->pushed > 0);
 			if (n == 0)
 				continue; /* room now */
-			if (n == 1 && op->st) {
+			if (n == 1 && op->out.st) {
 				/*
-				 * Staging never waits inside vmsplice() (it holds
-				 * the stage's lock): poll. A signal with nothing
+				 * An outlet's push never waits (write-behind holds
+				 * its stage's lock there): poll. A signal with nothing
 				 * moved hands the write to the real call, which
 				 * restarts or not as the handler asked.
 				 */
@@ -543,8 +466,8 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 	return 0;
 }
 
-ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt,
-			size_t total)
+ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt, size_t total,
+		      const struct pp_outlet_ops *ops)
 {
 	struct write_op op = { .p = p,
 			       .fd = fd,
@@ -596,45 +519,29 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		pp_pipe_note_capacity(p, cap > 0 ? (int)cap : 0);
 		capacity = cap > 0 ? (uint32_t)cap : 0;
 	}
-	if (pp_cfg.mode == PP_MODE_URING) {
-		/*
-		 * Write-behind: into the staging pipe, which passes it on in
-		 * order. Without one, the bytes a stage of this pipe still
-		 * holds go first (the ring's reuse evidence counts on it).
-		 */
-		op.st = pp_stage_get(p, fd);
-		/*
-		 * The stage holds the pipe the fd named when it was made: the
-		 * fd must still name it (a raw dup3 over it is not seen).
-		 */
-		if (op.st) {
-			uint64_t ino;
-
-			if (pp_sys_pipe_ino(fd, &ino) || ino != pp_pipe_ino(p)) {
-				op_put_stage(&op);
-				pp_stage_wait(p);
-				pp_pipe_mark_unsafe(p,
-						    "fd switched to another file behind libppipe");
-				return decline(p, "fd switched to another file behind libppipe");
-			}
-		}
-		if (op.st) {
-			op.wfd = op.st->sfd_w;
-			capacity += op.st->cap_s;
-		} else if ((ret = pp_stage_flush(p))) {
-			return -ret;
+	if (ops) {
+		/* The engine's outlet for this write (write-behind: the pipe's stage). */
+		op.out.ops = ops;
+		ret = ops->begin(&op.out, p, fd);
+		if (ret == PP_DECLINE)
+			return decline(p, op.out.why);
+		if (ret)
+			return ret;
+		if (op.out.st) {
+			op.wfd = op.out.in_fd;
+			capacity += op.out.capacity;
 		}
 	}
 	r = pp_ring_get(&p->rings, &p->gen, capacity);
 	if (!r) {
-		op_put_stage(&op);
+		op_end_outlet(&op);
 		/* Look again now and then: pressure ends without a ring. */
 		maybe_trim(now_ns());
 		return decline(p, pp_psi_active() ? "memory pressure: no new ring" :
 						    "pool cap reached");
 	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE)) {
-		op_put_stage(&op);
+		op_end_outlet(&op);
 		return fall_back(p, "a signal handler wrote inside libppipe's write");
 	}
 	op.r = r;
@@ -644,7 +551,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	/* Without the fault guard, check the source ranges by system call. */
 	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
-		op_put_stage(&op);
+		op_end_outlet(&op);
 		pp_count(&p->cnt, PP_CNT_efaults, 1);
 		return fall_back(p, "source buffer faulted");
 	}
@@ -657,12 +564,12 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		if (chunk > r->max_chunk)
 			chunk = r->max_chunk;
 		/* The reuse checks ask the file too: after a first call, the pinned one. */
-		if (op.calls && !op.st && (ret = op_ensure_pin(&op)))
+		if (op.calls && !op.out.st && (ret = op_ensure_pin(&op)))
 			break;
-		roff = op.st ? pp_ring_reserve(r, chunk, op.st->tfd, op.st->sfd_w, pp_pipe_ino(p),
-					       capacity, &checks) :
-			       pp_ring_reserve(r, chunk, op.wfd, -1, pp_pipe_ino(p), capacity,
-					       &checks);
+		roff = op.out.st ? pp_ring_reserve(r, chunk, op.out.pipe_fd, op.out.in_fd,
+						   pp_pipe_ino(p), capacity, &checks) :
+				   pp_ring_reserve(r, chunk, op.wfd, -1, pp_pipe_ino(p), capacity,
+						   &checks);
 		if (roff == -ESTALE) {
 			/*
 			 * The fd was switched to another object behind our
@@ -705,7 +612,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		if (ret == PP_DECLINE) {
 			op.in_region = false;
 			op_release_ring(&op, now_ns());
-			op_put_stage(&op);
+			op_end_outlet(&op);
 			/* A retry after a wait may be refused too: its pin goes with it. */
 			op_unpin(&op);
 			return decline(p, "vmsplice refused the fd");
@@ -733,7 +640,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	 */
 	if (!op.done) {
 		op_unpin(&op);
-		op_put_stage(&op);
+		op_end_outlet(&op);
 		if (ret == -ESTALE)
 			return fall_back(p, "fd closed during the write");
 		if (ret == PP_NO_PIN)
@@ -750,11 +657,11 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 			pp_count(&p->cnt, PP_CNT_fallbacks, 1);
 		/*
 		 * The ring could not take the rest: the real call writes it,
-		 * after what is staged (write-behind), through our own fd.
+		 * after what the outlet holds, through its own fd.
 		 */
-		if (op.st) {
-			pp_stage_wait(p);
-			op.wfd = op.st->tfd;
+		if (op.out.st) {
+			op.out.ops->settle(&op.out);
+			op.wfd = op.out.pipe_fd;
 		}
 		ssize_t n = rest_cancellable(&op, iov, iovcnt, idx, off);
 
@@ -763,7 +670,7 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 		now = now_ns();
 	}
 	op_unpin(&op);
-	op_put_stage(&op);
+	op_end_outlet(&op);
 	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
 	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
 	if (op.t0)
@@ -771,3 +678,69 @@ ssize_t pp_engine_write(struct pp_pipe *p, int fd, const struct iovec *iov, int 
 	maybe_trim(now);
 	return (ssize_t)op.done;
 }
+
+/* The engine in use; init.c chooses it before the first write. */
+PP_HOT const struct pp_engine_ops *pp_engine = &pp_engine_vmsplice;
+PP_HOT int pp_engine_live;
+
+/* The vmsplice engine: every page straight into the pipe; it holds nothing, so no hook ever runs. */
+static ssize_t vmsplice_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt,
+			      size_t total)
+{
+	return pp_core_write(p, fd, iov, iovcnt, total, NULL);
+}
+
+static int holds_nothing(struct pp_pipe *p)
+{
+	(void)p;
+	return 0;
+}
+
+static void settle_nothing(struct pp_pipe *p)
+{
+	(void)p;
+}
+
+static int close_nothing(struct pp_pipe *p, bool last)
+{
+	(void)p;
+	(void)last;
+	return 0;
+}
+
+static bool owns_no_fd(unsigned int lo, unsigned int hi)
+{
+	(void)lo;
+	(void)hi;
+	return false;
+}
+
+static void nothing(void)
+{
+}
+
+static void exec_nothing(bool bounded)
+{
+	(void)bounded;
+}
+
+static const char *no_state(void)
+{
+	return NULL;
+}
+
+const struct pp_engine_ops pp_engine_vmsplice = {
+	.name = "vmsplice",
+	.write = vmsplice_write,
+	.flush = holds_nothing,
+	.take_error = holds_nothing,
+	.settle = settle_nothing,
+	.close_end = close_nothing,
+	.fds_closing = owns_no_fd,
+	.fork_prepare = nothing,
+	.fork_parent = nothing,
+	.fork_child = nothing,
+	.exec = exec_nothing,
+	.exit = nothing,
+	.state = no_state,
+};

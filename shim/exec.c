@@ -2,12 +2,12 @@
 #include "exec.h"
 
 #include "compiler.h"
+#include "engine.h"
 #include "fault.h"
 #include "fdtable.h"
 #include "config.h"
 #include "log.h"
 #include "pipe.h"
-#include "stage.h"
 #include "sys.h"
 #include "vfork.h"
 
@@ -288,14 +288,16 @@ PP_COMMON char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *
 				 char **out)
 {
 	/* A vfork child's exec leaves the parent and its service in place. */
-	pp_stages_flush_all(pp_in_vfork_child());
+	if (pp_engine_hooks())
+		pp_engine->exec(pp_in_vfork_child());
 	return prepare(x, path, envp, out, false, false);
 }
 
 PP_COMMON char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
 				       char **out, bool any_fd)
 {
-	pp_stages_flush_all(true);
+	if (pp_engine_hooks())
+		pp_engine->exec(true);
 	return prepare(x, path, envp, out, true, any_fd);
 }
 

@@ -3,14 +3,13 @@
 
 #include "compiler.h"
 #include "config.h"
+#include "engine.h"
 #include "exec.h"
 #include "fdtable.h"
 #include "log.h"
 #include "pipe.h"
 #include "real.h"
-#include "stage.h"
 #include "sys.h"
-#include "uring.h"
 #include "vfork.h"
 
 #include <errno.h>
@@ -61,10 +60,11 @@ PP_COMMON int pp_pipe2(int fds[2], int flags)
 }
 
 /*
- * @fd is about to be closed or replaced. With write-behind (stage.h), a
- * write end delivers what is staged first, and the last one closes the
- * stage, whose dup would hold up the readers' EOF; an fd that is one of
- * the stages' own goes the same way. Returns the deferred error, or 0.
+ * @fd is about to be closed or replaced. An engine that holds bytes for
+ * the pipe (write-behind) delivers them behind the close, and gives up
+ * what would hold up the readers' EOF when it was the last write end; an
+ * fd that is one of the engine's own goes the same way. Returns the
+ * deferred error (-errno), or 0.
  */
 PP_COMMON static int closing_pipe(int fd)
 {
@@ -74,17 +74,17 @@ PP_COMMON static int closing_pipe(int fd)
 
 	if (!p)
 		return 0;
-	if (end == PP_END_WRITE && __atomic_load_n(&p->stage_word, __ATOMIC_RELAXED))
-		e = pp_stage_close(p, __atomic_load_n(&p->wfd_refs, __ATOMIC_RELAXED) <= 1);
+	if (end == PP_END_WRITE && pp_engine_holds(p))
+		e = pp_engine->close_end(p, __atomic_load_n(&p->wfd_refs, __ATOMIC_RELAXED) <= 1);
 	pp_pipe_leave(p);
 	return e;
 }
 
 PP_COMMON static int closing(int fd)
 {
-	if (likely(!pp_uring_started()) || pp_in_vfork_child() || fd < 0)
+	if (likely(!pp_engine_hooks()) || pp_in_vfork_child() || fd < 0)
 		return 0;
-	if (pp_stage_fds_closing((unsigned int)fd, (unsigned int)fd))
+	if (pp_engine->fds_closing((unsigned int)fd, (unsigned int)fd))
 		return 0;
 	return closing_pipe(fd);
 }
@@ -94,13 +94,13 @@ PP_COMMON void pp_settle_write_end(int fd)
 	enum pp_end end;
 	struct pp_pipe *p;
 
-	if (likely(!pp_uring_started()) || pp_in_vfork_child())
+	if (likely(!pp_engine_hooks()) || pp_in_vfork_child())
 		return;
 	p = pp_fdt_enter(fd, &end);
 	if (!p)
 		return;
-	if (end == PP_END_WRITE)
-		pp_stage_wait(p);
+	if (end == PP_END_WRITE && pp_engine_holds(p))
+		pp_engine->settle(p);
 	pp_pipe_leave(p);
 }
 
@@ -112,9 +112,9 @@ PP_COMMON int pp_close(int fd)
 	if (!pp_in_vfork_child())
 		pp_fdt_clear(fd);
 	r = real_close(fd);
-	/* The fd is closed either way; the error is the staged bytes' (stage.h). */
+	/* The fd is closed either way; the error is the held bytes' (engine.h). */
 	if (e && r == 0) {
-		errno = e;
+		errno = -e;
 		return -1;
 	}
 	return r;
@@ -214,8 +214,8 @@ int pp_close_range(unsigned int first, unsigned int last, int flags)
 	if (!(flags & CLOSE_RANGE_CLOEXEC) && !pp_in_vfork_child()) {
 		unsigned int top = (unsigned int)pp_fdt_top();
 
-		if (pp_uring_started()) {
-			pp_stage_fds_closing(first, last);
+		if (pp_engine_hooks()) {
+			pp_engine->fds_closing(first, last);
 			for (unsigned int fd = first; fd <= last && fd < top; fd++)
 				closing_pipe((int)fd);
 		}
@@ -230,8 +230,8 @@ void pp_closefrom(int low)
 	unsigned int top = pp_in_vfork_child() ? 0 : (unsigned int)pp_fdt_top();
 	unsigned int from = low > 0 ? (unsigned int)low : 0;
 
-	if (top && pp_uring_started()) {
-		pp_stage_fds_closing(from, ~0U);
+	if (top && pp_engine_hooks()) {
+		pp_engine->fds_closing(from, ~0U);
 		for (unsigned int fd = from; fd < top; fd++)
 			closing_pipe((int)fd);
 	}

@@ -15,12 +15,10 @@
 #include "real.h"
 #include "registry.h"
 #include "ring.h"
-#include "stage.h"
 #include "stats.h"
 #include "sys.h"
 #include "thp.h"
 #include "turn.h"
-#include "uring.h"
 #include "vfork.h"
 
 #include <pthread.h>
@@ -45,10 +43,11 @@ PP_HOT static int final_done;
  * copy-on-write fault, in the child and then again in the parent.
  */
 
-/* Staged bytes are delivered before the child exists (stage.h). */
+/* What the engine holds is delivered before the child exists (engine.h). */
 PP_COMMON static void before_fork(void)
 {
-	pp_stages_flush_all(true);
+	if (pp_engine_hooks())
+		pp_engine->fork_prepare();
 	if (pp_pipes_live()) {
 		/* What crosses needs its inode, which pipe() did not ask for. */
 		pp_fdt_learn_all();
@@ -58,6 +57,12 @@ PP_COMMON static void before_fork(void)
 	}
 	if (pp_reg_claimed_left())
 		pp_reg_claimed_hold(1);
+}
+
+PP_COMMON static void after_fork_parent(void)
+{
+	if (pp_engine_hooks())
+		pp_engine->fork_parent();
 }
 
 PP_COMMON static void after_fork_child(void)
@@ -74,10 +79,7 @@ PP_COMMON static void after_fork_child(void)
 		pp_thp_after_fork_child();
 		pp_turn_after_fork_child();
 		pp_psi_after_fork_child();
-	}
-	if (pp_was_used(PP_USED_URING)) {
-		pp_stages_after_fork_child();
-		pp_uring_after_fork_child();
+		pp_engine->fork_child();
 	}
 	/* A thread that was reporting is not in the child; the child reports its own. */
 	if (report_owner)
@@ -168,9 +170,7 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 		.engine = pp_engine_name(),
 		.engine_reason = pp_engine_reason(),
 		.thp = pp_thp_verdict(),
-		.write_behind = pp_cfg.mode != PP_MODE_URING ? NULL :
-				pp_uring_started()	     ? "on" :
-							       pp_uring_reason(),
+		.write_behind = pp_engine->state(),
 		.pool_bytes = pp_pool_bytes(),
 		.pool_peak = pp_pool_peak(),
 		.pool_trimmed_bytes = pp_rings_trimmed_bytes(),
@@ -256,7 +256,8 @@ void pp_stats_report_fd(int fd)
 
 PP_COMMON static void at_exit(void)
 {
-	pp_stages_flush_all(false);
+	if (pp_engine_hooks())
+		pp_engine->exit();
 	if (pp_fault_armed)
 		pp_fault_report();
 	pp_stats_report_now();
@@ -274,9 +275,10 @@ PP_COMMON void pp_exit(int status, bool upper)
 	 * Nothing to do at all without a report, pipes or a service.
 	 */
 	if (pp_active() &&
-	    (pp_cfg.stats[0] || pp_pipes_live() || pp_reg_claimed_left() || pp_uring_started()) &&
+	    (pp_cfg.stats[0] || pp_pipes_live() || pp_reg_claimed_left() || pp_engine_hooks()) &&
 	    !pp_in_vfork_child()) {
-		pp_stages_flush_all(false);
+		if (pp_engine_hooks())
+			pp_engine->exit();
 		report_final(true);
 		/* This image's registry holds end with it, as at_exit() does. */
 		pp_pipes_exec_release();
@@ -284,6 +286,14 @@ PP_COMMON void pp_exit(int status, bool upper)
 	}
 	real_exit(status, upper);
 }
+
+/* The engine each PPIPE_MODE runs (engine.h): a new engine is one line here. */
+static const struct pp_engine_ops *const engines[] = {
+	[PP_MODE_AUTO] = &pp_engine_vmsplice,
+	[PP_MODE_VMSPLICE] = &pp_engine_vmsplice,
+	[PP_MODE_URING] = &pp_engine_writebehind,
+	[PP_MODE_OFF] = &pp_engine_vmsplice, /* never asked: every call goes to libc */
+};
 
 /*
  * Loading libppipe reads the options and binds the functions it stands
@@ -304,6 +314,7 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 		pp_debug("PPIPE_MODE=off: every call goes to libc");
 		return;
 	}
+	pp_engine = engines[pp_cfg.mode];
 	/*
 	 * A setuid or setgid program (loaded by /etc/ld.so.preload, which the
 	 * dynamic linker honours there too) runs no engine and vouches for no
@@ -322,7 +333,7 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 		pp_exec_forget_inherited(
 			environ); /* for libppipe only: the program never sees it */
 	}
-	pthread_atfork(before_fork, NULL, after_fork_child);
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	atexit(at_exit);
 	__atomic_store_n(&pp_is_active, true, __ATOMIC_RELEASE);
 }

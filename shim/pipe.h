@@ -53,7 +53,7 @@ struct pp_pipe {
 	bool shared; /* its state is a registry slot (it crossed a fork, exec or spawn) */
 	bool released; /* its registry hold went to the image of an exec in progress */
 	bool marked_here; /* made unsafe by this process (or its parent): reason says why */
-	uint64_t stage_word; /* its write-behind stage (stage.h), 0 none (atomic) */
+	uint64_t engine_word; /* what the engine holds for it (engine.h), 0 none (atomic) */
 	const char *last_fallback; /* why its last large write took the real call */
 	int path_told; /* PPIPE_DEBUG said which path it took, in this process */
 	/* Its state while it has not crossed into another process: */

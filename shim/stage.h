@@ -1,28 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Write-behind staging (PPIPE_MODE=uring; docs/design.md, "Write-behind"). A pipe written
- * in this mode gets one staging point per process: a private pipe S that
- * every thread's large writes vmsplice their ring pages into, and a dup
- * of the target's write end. write() returns once its bytes are in S; the
- * io_uring service (uring.h) splices them from S into the target, in
- * order, as many writes per splice as are staged. Because every thread's
- * large writes for the target go through the same S, a write that
- * happens before another reaches the reader first.
+ * Write-behind staging (PPIPE_MODE=uring; docs/design.md, "Write-behind"): the
+ * stages, and
+ * what both the engine (engine_writebehind.c) and the io_uring service
+ * (uring.h) do with them. A pipe written in this mode gets one staging
+ * point per process: a private pipe S that every thread's large writes
+ * vmsplice their ring pages into, and a dup of the target's write end,
+ * held only while bytes may be staged. write() returns once its bytes
+ * are in S; the service splices them from S into the target, in order,
+ * as many writes per splice as are staged. Because every thread's large
+ * writes for the target go through the same S, a write that happens
+ * before another reaches the reader first.
  *
- * The contract the rest of the shim keeps with it:
+ * The contract the rest of the shim keeps with it, through the engine's
+ * hooks (engine.h):
  *   - any other way into the target (a small write, a declined large one,
- *     splice/tee/vmsplice into it) calls pp_stage_flush() first;
+ *     splice/tee/vmsplice into it) flushes first;
  *   - close, dup2/dup3 over, F_SETFL, F_SETPIPE_SZ of a write end, fork,
  *     exec/posix_spawn, exit/_exit flush;
  *   - an error the service met (EPIPE: the readers went away) is handed
  *     to the next write or close of the target, once, as the kernel would
  *     have given it to the write (with SIGPIPE).
  * Staged bytes are at most S's capacity per pipe; SIGKILL loses them.
+ * Errors are -errno, as everywhere in the shim.
  *
  * Stages live in a fixed table and are never freed, only recycled under a
  * new generation, so a writer holding a stale handle finds out safely.
  *
- * Layer: engine (may use: engine, pipes, resources, base).
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_STAGE_H
 #define PP_STAGE_H
@@ -42,6 +47,9 @@ struct pp_pipe;
 
 #define PP_STAGE_MAX 64
 
+/* Waits on a flush give up after this long without progress (F_SETFL, F_SETPIPE_SZ, fork). */
+#define PP_STAGE_STALL_NS 1000000000ull
+
 /* Counts @n in the write-behind statistic @field (stats.h). */
 #define PP_WB_ADD(field, n) __atomic_add_fetch(&pp_wb.field, (n), __ATOMIC_RELAXED)
 
@@ -52,14 +60,14 @@ struct pp_stage {
 	uint32_t gen; /* bumped each time the slot is recycled */
 	int refs; /* writers and flushers inside, plus 1 while OPEN (atomic) */
 	int sfd_r, sfd_w; /* the staging pipe */
-	int tfd; /* our dup of the target's write end */
+	int tfd; /* our dup of the target's write end, while it may stage (atomic) */
 	uint64_t ino; /* the target pipe */
 	uint32_t cap_s, cap_t; /* capacities, bytes */
 	/* Written by writers (in), by the service (out, moved): atomics. */
 	uint64_t in; /* bytes vmspliced into S */
 	uint64_t out; /* bytes that left S: spliced on, or dropped after an error */
 	uint32_t moved; /* futex word: bumped whenever out moves */
-	int err; /* errno the service met, not yet reported (0 none) */
+	int err; /* -errno the service met, not yet reported (0 none) */
 	int inflight; /* a splice or a poll for room is submitted (the service's own) */
 	int mover; /* the stage's lock: held to push into S and count, or to move on (atomic) */
 	int flushers; /* threads waiting for moved (atomic) */
@@ -142,6 +150,31 @@ static inline long pp_stage_move_once(struct pp_stage *st)
 }
 
 /*
+ * The stage holds its dup of the target only while it may stage: once
+ * nothing is staged or in flight and nobody is inside (only the open
+ * reference is left), the dup is closed, so that the readers' EOF never
+ * waits for it (the program may put something else over its write end
+ * behind libppipe's back). A writer takes a new one (pp_stage_get). The
+ * caller has signals blocked; does nothing when the stage's lock is taken
+ * (its holder looks again when it is done).
+ */
+static inline void pp_stage_drop_target(struct pp_stage *st)
+{
+	int tfd;
+
+	if (__atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) < 0 || !pp_stage_mover_try(st))
+		return;
+	tfd = __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE);
+	if (tfd >= 0 && __atomic_load_n(&st->state, __ATOMIC_ACQUIRE) == PP_STAGE_OPEN &&
+	    __atomic_load_n(&st->refs, __ATOMIC_SEQ_CST) == 1 && !pp_stage_pending(st) &&
+	    !__atomic_load_n(&st->inflight, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&st->tfd, -1, __ATOMIC_RELEASE);
+		pp_sys_close(tfd);
+	}
+	pp_stage_mover_release(st);
+}
+
+/*
  * Closes a retired stage nobody holds any more and frees its slot, if it
  * is one (true). Called by the service once S is drained, and by the
  * program's own sweeps of fds.
@@ -168,59 +201,5 @@ static inline bool pp_stage_try_reap(struct pp_stage *st)
 	__atomic_store_n(&st->state, PP_STAGE_FREE, __ATOMIC_RELEASE);
 	return true;
 }
-
-/*
- * The stage of @p for a large write, created on first use, with a
- * reference the caller drops with pp_stage_put(). NULL when write-behind
- * is not available for it (engine not ready, table full, no fds): the
- * caller writes directly. Async-signal-safe (never waits for a lock).
- */
-struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd);
-void pp_stage_put(struct pp_stage *st);
-
-/*
- * Before anything else reaches @p's target from this process: waits until
- * every byte staged so far has left S. Returns the deferred error (an
- * errno, taken: reported once, with SIGPIPE for EPIPE) or 0. Cheap when
- * @p has no stage.
- */
-int pp_stage_flush(struct pp_pipe *p);
-/*
- * Waits like pp_stage_flush(), leaving a deferred error for the next write
- * or close, but only while the staged bytes move: once they have not moved
- * for PP_STAGE_STALL_NS (the pipe is full and nobody reads), it returns.
- * For calls that never block on a plain pipe (F_SETFL, F_SETPIPE_SZ).
- */
-#define PP_STAGE_STALL_NS 1000000000ull
-void pp_stage_wait(struct pp_pipe *p);
-/*
- * The same for every stage of the process. @bounded: as pp_stage_wait(),
- * for fork and posix_spawn, where the reader may be the process about to
- * start, and the service goes on delivering afterwards. Unbounded for
- * exit and exec, which end this image and its service: a plain write
- * would still be blocked with those bytes.
- */
-void pp_stages_flush_all(bool bounded);
-/* Takes @p's deferred error without waiting (0 if none). */
-int pp_stage_take_error(struct pp_pipe *p);
-
-/*
- * A write end of @p is being closed (close, dup2 over it): flush, and
- * when it was the process's last write end, retire the stage so the
- * target's EOF is not held up by our dup. @last says whether it was.
- * Returns the deferred error, taken, or 0.
- */
-int pp_stage_close(struct pp_pipe *p, bool last);
-
-/*
- * The program is about to close (or dup2 over) fds [@lo, @hi]: a stage
- * whose own fds are among them delivers what it holds and closes first,
- * so that no staged byte is lost and no later splice reaches a file the
- * program opened under a recycled number. Returns whether any was.
- */
-bool pp_stage_fds_closing(unsigned int lo, unsigned int hi);
-
-/* In a fork child: the service did not come along; drop every stage. */
-void pp_stages_after_fork_child(void);
 
 #endif

@@ -3,7 +3,6 @@
 
 #include "config.h"
 #include "fault.h"
-#include "fdtable.h"
 #include "log.h"
 #include "once.h"
 #include "stage.h"
@@ -33,6 +32,7 @@ _Static_assert(PP_ONCE_YES == 2, "uring.h's pp_uring_started() reads the state a
 #include <sys/eventfd.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <dlfcn.h>
 
@@ -91,6 +91,13 @@ static int wake_fd = -1;
 static uint64_t wake_buf;
 /* 1 while the service is (about to be) asleep in io_uring_enter: kicks must write wake_fd. */
 static int waiting;
+/* The thread that stops the service (pp_uring_stop_if_owns), 0 none: no new stage meanwhile. */
+static int stopping;
+/* The thread that starts it, 0 none. */
+static int starting;
+/* The service is asked to end (atomic); it sets @stopped (a futex word) when it has. */
+static int stop_req;
+static uint32_t stopped;
 
 void pp_uring_kick(void)
 {
@@ -112,7 +119,7 @@ static void arm_wake(void)
 /*
  * The target cannot take the bytes (its readers went away, or worse):
  * what is in S is dropped, as a plain write's bytes would never have
- * gone in, and the error waits for the next write or close.
+ * gone in, and the error (-errno) waits for the next write or close.
  */
 static void drop_staged(struct pp_stage *st, int err)
 {
@@ -137,7 +144,7 @@ static void drop_staged(struct pp_stage *st, int err)
 	pp_stage_wake(st);
 	pp_debug("write-behind: pipe inode %llu refused staged bytes (%s); the next write or "
 		 "close reports it",
-		 (unsigned long long)st->ino, strerror(err));
+		 (unsigned long long)st->ino, strerror(-err));
 }
 
 /*
@@ -164,16 +171,19 @@ static bool splice_inline(struct pp_stage *st, int idx)
 	if (n == -EAGAIN) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 
-		pp_stage_mover_release(st);
-		if (!sqe)
+		if (!sqe) {
+			pp_stage_mover_release(st);
 			return true; /* the queue is full: after this submission */
+		}
+		/* In flight before the lock goes: the dup of the pipe stays (stage.h). */
 		io_uring_prep_poll_add(sqe, st->tfd, POLLOUT);
 		io_uring_sqe_set_data64(sqe, (uint64_t)idx + 1);
 		__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
+		pp_stage_mover_release(st);
 		return false;
 	}
 	if (n < 0 && n != -EINTR)
-		drop_staged(st, (int)-n);
+		drop_staged(st, (int)n);
 	pp_stage_mover_release(st);
 	return pp_stage_pending(st) != 0;
 }
@@ -200,6 +210,8 @@ static unsigned int submit_ready(void)
 			if (s == PP_STAGE_RETIRED && pp_stage_try_reap(st))
 				pp_debug("write-behind: stage of pipe inode %llu closed",
 					 (unsigned long long)st->ino);
+			else if (s == PP_STAGE_OPEN)
+				pp_stage_drop_target(st); /* drained: no dup holds the pipe */
 			continue;
 		}
 		if (pp_cfg.uring_splice == PP_URING_SPLICE_INLINE) {
@@ -245,7 +257,7 @@ static void complete(struct io_uring_cqe *cqe)
 	if (res > 0)
 		pp_stage_moved(st, (uint64_t)res);
 	else if (res != -EINTR && res != -EAGAIN && res != -ECANCELED && res != 0)
-		drop_staged(st, -res);
+		drop_staged(st, res);
 	pp_stage_mover_release(st);
 	__atomic_store_n(&st->inflight, 0, __ATOMIC_SEQ_CST);
 }
@@ -315,7 +327,7 @@ static void *service(void *arg)
 	if (why)
 		return NULL;
 	arm_wake();
-	for (;;) {
+	while (!__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) {
 		struct io_uring_cqe *cqe;
 		unsigned int head, seen = 0;
 
@@ -341,10 +353,16 @@ static void *service(void *arg)
 		}
 		io_uring_cq_advance(&ring, seen);
 	}
+	/* Nothing is staged any more (pp_uring_stop_if_owns): the ring and its fds go. */
+	io_uring_queue_exit(&ring);
+	pp_sys_close(wake_fd);
+	wake_fd = -1;
+	__atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &stopped, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	return NULL;
 }
 
-static const char *start(void)
+static const char *start_service(void)
 {
 	const char *why = open_liburing();
 	sigset_t all, old;
@@ -367,6 +385,16 @@ static const char *start(void)
 	return __atomic_load_n(&setup_why, __ATOMIC_ACQUIRE);
 }
 
+static const char *start(void)
+{
+	const char *why;
+
+	__atomic_store_n(&starting, (int)pp_sys_gettid(), __ATOMIC_RELEASE);
+	why = start_service();
+	__atomic_store_n(&starting, 0, __ATOMIC_RELEASE);
+	return why;
+}
+
 static void start_told(const char *why)
 {
 	if (why)
@@ -378,7 +406,57 @@ static void start_told(const char *why)
 bool pp_uring_ready(void)
 {
 	pp_mark_used(PP_USED_URING);
+	if (unlikely(__atomic_load_n(&stopping, __ATOMIC_ACQUIRE)))
+		return false;
 	return pp_once_run(&pp_uring_state, &reason, start, "io_uring service running", start_told);
+}
+
+static bool fd_in(int fd, unsigned int lo, unsigned int hi)
+{
+	return fd >= 0 && (unsigned int)fd >= lo && (unsigned int)fd <= hi;
+}
+
+bool pp_uring_stop_if_owns(unsigned int lo, unsigned int hi)
+{
+	int self = (int)pp_sys_gettid();
+
+	for (;;) {
+		int s = __atomic_load_n(&pp_uring_state, __ATOMIC_ACQUIRE), zero = 0;
+		int who = __atomic_load_n(&stopping, __ATOMIC_ACQUIRE);
+
+		/* A signal handler inside this thread's own start or stop: never wait for itself. */
+		if (who == self ||
+		    (s == PP_ONCE_RUNNING && __atomic_load_n(&starting, __ATOMIC_ACQUIRE) == self))
+			return false;
+		if (s == PP_ONCE_RUNNING || who) {
+			sched_yield(); /* another thread starts or stops it: a few system calls */
+			continue;
+		}
+		if (s != PP_ONCE_YES || (!fd_in(ring.ring_fd, lo, hi) && !fd_in(wake_fd, lo, hi)))
+			return false;
+		if (__atomic_compare_exchange_n(&stopping, &zero, self, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+}
+
+void pp_uring_stop(void)
+{
+	uint64_t one = 1;
+
+	__atomic_store_n(&stop_req, 1, __ATOMIC_SEQ_CST);
+	PP_SYSCALL(SYS_write, wake_fd, &one, sizeof(one));
+	while (!__atomic_load_n(&stopped, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &stopped, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	/* As never started: the next write that stages starts a new service. */
+	__atomic_store_n(&stop_req, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&stopped, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&waiting, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&setup_done, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&setup_why, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&reason, "stopped: the program closed its fds", __ATOMIC_RELEASE);
+	__atomic_store_n(&pp_uring_state, PP_ONCE_UNKNOWN, __ATOMIC_RELEASE);
+	__atomic_store_n(&stopping, 0, __ATOMIC_RELEASE);
 }
 
 PP_COMMON void pp_uring_after_fork_child(void)
@@ -397,6 +475,8 @@ PP_COMMON void pp_uring_after_fork_child(void)
 	}
 	setup_done = 0;
 	setup_why = NULL;
+	stopping = starting = stop_req = 0;
+	stopped = 0;
 	pp_uring_state = PP_ONCE_UNKNOWN;
 	reason = "not started";
 }
@@ -411,6 +491,17 @@ bool pp_uring_ready(void)
 {
 	__atomic_store_n(&reason, "built without liburing", __ATOMIC_RELEASE);
 	return false;
+}
+
+bool pp_uring_stop_if_owns(unsigned int lo, unsigned int hi)
+{
+	(void)lo;
+	(void)hi;
+	return false;
+}
+
+void pp_uring_stop(void)
+{
 }
 
 PP_COMMON void pp_uring_after_fork_child(void)

@@ -12,7 +12,7 @@
  * The thread blocks every signal and makes only raw system calls (no
  * libc function libppipe interposes).
  *
- * Layer: engine (may use: engine, pipes, resources, base).
+ * Layer: resources (may use: resources, base).
  */
 #ifndef PP_URING_H
 #define PP_URING_H
@@ -34,6 +34,19 @@ static inline bool pp_uring_started(void)
 const char *pp_uring_reason(void);
 /* Wakes the service if it sleeps (async-signal-safe, cheap when awake). */
 void pp_uring_kick(void);
+/*
+ * The program is about to close fds [@lo, @hi] and the service's own (its
+ * ring, its wake-up eventfd) are among them: true, and no new stage opens
+ * until pp_uring_stop(), which the caller calls once it has drained and
+ * closed every stage. False when none of them is (waits while another
+ * thread starts or stops the service).
+ */
+bool pp_uring_stop_if_owns(unsigned int lo, unsigned int hi);
+/*
+ * Ends the service thread, which closes its ring and eventfd; the next
+ * write that stages starts a new one. Only after pp_uring_stop_if_owns().
+ */
+void pp_uring_stop(void);
 /* In a fork child: the thread and its ring stayed with the parent. */
 void pp_uring_after_fork_child(void);
 

@@ -9,7 +9,6 @@
 #include "fdtable.h"
 #include "pipe.h"
 #include "real.h"
-#include "stage.h"
 #include "sys.h"
 #include "vfork.h"
 
@@ -46,16 +45,16 @@ static struct pp_pipe *adopt(int fd)
 }
 
 /*
- * Before a write takes the real call on a pipe that has staged bytes:
- * they go first (order), and an error they met is this write's. Returns
- * that errno, or 0.
+ * Before a write takes the real call on a pipe the engine holds bytes
+ * for (write-behind): they go first (order), and an error they met is
+ * this write's. Returns that -errno, or 0.
  */
 static inline int flush_first(struct pp_pipe *p)
 {
-	/* A vfork child runs on its parent's memory: never its stages. */
-	if (likely(!p || !__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)) || pp_in_vfork_child())
+	/* A vfork child runs on its parent's memory: never its engine's. */
+	if (likely(!p || !pp_engine_holds(p)) || pp_in_vfork_child())
 		return 0;
-	return pp_stage_flush(p);
+	return pp_engine->flush(p);
 }
 
 static inline ssize_t to_libc(ssize_t r)
@@ -98,8 +97,10 @@ static inline bool large_may_matter(int fd)
 static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t total)
 {
 	enum pp_end end = PP_END_WRITE;
+	bool asked = false;
 	struct pp_pipe *p;
 	ssize_t r;
+	int e;
 
 	/* A vfork child runs on its parent's rings: never there. */
 	if (pp_in_vfork_child())
@@ -112,22 +113,27 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
 	r = PP_DECLINE;
-	/* Write-behind: an error the staged bytes met is this write's (stage.h). */
-	if (unlikely(__atomic_load_n(&p->stage_word, __ATOMIC_RELAXED)) && end == PP_END_WRITE &&
-	    (r = pp_stage_take_error(p)))
-		r = -r;
-	else if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd))
-		r = pp_engine_write(p, fd, iov, iovcnt, total);
-	else if (end == PP_END_WRITE)
+	/* An error bytes the engine held met is this write's (write-behind). */
+	if (unlikely(pp_engine_holds(p)) && end == PP_END_WRITE && (e = pp_engine->take_error(p))) {
+		r = e;
+	} else if (end == PP_END_WRITE && p->accel && pp_fd_selected(fd)) {
+		r = pp_engine->write(p, fd, iov, iovcnt, total);
+		asked = true;
+	} else if (end == PP_END_WRITE) {
 		__atomic_store_n(&p->last_fallback,
 				 p->accel ? "fd not in PPIPE_FDS" : pp_pipe_reason(p),
 				 __ATOMIC_RELAXED);
-	if (unlikely(pp_cfg.debug) && end == PP_END_WRITE)
+	}
+	if (unlikely(pp_cfg.debug) && end == PP_END_WRITE) {
+		/* The engine declined: what it fell back for, once per kind. */
+		if (asked && r == PP_DECLINE)
+			pp_explain_fallback(p,
+					    __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED));
 		pp_explain_path(p, fd, r);
+	}
 	if (r == PP_DECLINE) {
-		int e = end == PP_END_WRITE ? flush_first(p) : 0;
-
-		r = e		? to_libc(-e) :
+		e = end == PP_END_WRITE ? flush_first(p) : 0;
+		r = e		? to_libc(e) :
 		    iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				  real_writev(fd, iov, iovcnt);
 		if (!e && r >= 0) {
@@ -180,7 +186,7 @@ PP_COMMON static __attribute__((noinline)) ssize_t write_small(int fd, const voi
 	int e = flush_first(p);
 
 	if (e)
-		return to_libc(-e);
+		return to_libc(e);
 	return count_small(p, real_write(fd, buf, n));
 }
 
@@ -191,7 +197,7 @@ PP_COMMON static __attribute__((noinline)) ssize_t writev_small(int fd, const st
 	int e = flush_first(p);
 
 	if (e)
-		return to_libc(-e);
+		return to_libc(e);
 	return count_small(p, real_writev(fd, iov, iovcnt));
 }
 
