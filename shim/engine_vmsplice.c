@@ -511,14 +511,8 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	} else if (pp_pipe_nonblock(p)) {
 		return fall_back(p, "non-blocking write end");
 	}
-	capacity = __atomic_load_n(&pp_pipe_sh(p)->capacity_max, __ATOMIC_RELAXED);
-	/* Not known yet: pipe() does not ask (most pipes never see a large write). */
-	if (!capacity) {
-		long cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
-
-		pp_pipe_note_capacity(p, cap > 0 ? (int)cap : 0);
-		capacity = cap > 0 ? (uint32_t)cap : 0;
-	}
+	/* pipe() does not ask: most pipes never see a large write. */
+	capacity = pp_pipe_capacity(p, fd);
 	if (ops) {
 		/* The engine's outlet for this write (write-behind: the pipe's stage). */
 		op.out.ops = ops;

@@ -19,9 +19,11 @@
 #include "log.h"
 #include "registry.h"
 #include "ring.h"
+#include "sys.h"
 #include "turn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -256,6 +258,11 @@ PP_COMMON void pp_pipe_note_capacity(struct pp_pipe *p, int capacity)
 
 	if (capacity <= 0)
 		return;
+	cur = __atomic_load_n(&p->cap_own, __ATOMIC_RELAXED);
+	while ((uint32_t)capacity > cur &&
+	       !__atomic_compare_exchange_n(&p->cap_own, &cur, (uint32_t)capacity, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 	s = pp_pipe_sh(p);
 	cur = __atomic_load_n(&s->capacity_max, __ATOMIC_RELAXED);
 	while ((uint32_t)capacity > cur &&
@@ -264,6 +271,20 @@ PP_COMMON void pp_pipe_note_capacity(struct pp_pipe *p, int capacity)
 		;
 	if (pp_pipe_sh(p) != s)
 		merge_into(pp_pipe_sh(p), s);
+}
+
+uint32_t pp_pipe_capacity(struct pp_pipe *p, int fd)
+{
+	uint32_t shared = __atomic_load_n(&pp_pipe_sh(p)->capacity_max, __ATOMIC_RELAXED);
+	uint32_t own = __atomic_load_n(&p->cap_own, __ATOMIC_RELAXED);
+
+	if (!own) {
+		long cap = pp_fault(PP_FAULT_GETPIPESZ) ?: pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
+
+		pp_pipe_note_capacity(p, cap > 0 ? (int)cap : 0);
+		own = cap > 0 ? (uint32_t)cap : 0;
+	}
+	return own > shared ? own : shared;
 }
 
 PP_COMMON void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg)

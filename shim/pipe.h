@@ -49,6 +49,7 @@ struct pp_pipe {
 	struct pp_shared *sh; /* &local, or its registry slot once shared (atomic) */
 	const char *reason; /* why it is (not) accelerated, for the stats */
 	bool accel; /* writes may take the vmsplice path */
+	uint32_t cap_own; /* largest capacity this process saw itself (atomic) */
 	bool created_here; /* by pipe() in this tree, or inherited through a confirmed exec */
 	bool shared; /* its state is a registry slot (it crossed a fork, exec or spawn) */
 	bool released; /* its registry hold went to the image of an exec in progress */
@@ -182,6 +183,15 @@ static inline void pp_pipe_report_closed(const struct pp_pipe *p)
 
 /* Records a capacity seen by F_SETPIPE_SZ/F_GETPIPE_SZ. */
 void pp_pipe_note_capacity(struct pp_pipe *p, int capacity);
+/*
+ * The capacity the reuse rule may count on for @p, written through @fd:
+ * the largest any process of the tree saw (the shared state), and never
+ * less than what this process saw itself. The shared value lives in a
+ * file every process of the tree can write, so a damaged one must not
+ * make the rule free pages early: this process asks the kernel once
+ * (F_GETPIPE_SZ, at its first large write to @p). 0 when nothing is known.
+ */
+uint32_t pp_pipe_capacity(struct pp_pipe *p, int fd);
 
 /* Every pipe object, by index: PP_MAX_PIPES of them, never unmapped (NULL before the first). */
 extern struct pp_pipe *pp_pipes;

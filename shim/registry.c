@@ -427,7 +427,8 @@ PP_START static int claim_once(struct exec_rec *r, int32_t pid, const char comm[
 	for (uint32_t i = 0; i < n && i < PP_EXEC_MAX_PIPES; i++) {
 		struct pp_shared *s = slot_at(r->slot[i]);
 
-		if (!s || __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != r->ino[i])
+		/* Inode 0 is a free slot's: an entry no exec wrote (a scribbled count). */
+		if (!s || !r->ino[i] || __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != r->ino[i])
 			continue;
 		/* The hold first: the slot never looks unheld in between. */
 		__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
@@ -534,7 +535,7 @@ PP_START int pp_reg_join(char **envp)
 	const char *v = NULL;
 	struct reg_header *h;
 	struct stat st;
-	long fd = 0;
+	long fd = 0, rec = -1;
 
 	for (char **e = envp; e && *e; e++)
 		if (!strncmp(*e, REG_VAR, sizeof(REG_VAR) - 1))
@@ -547,13 +548,10 @@ PP_START int pp_reg_join(char **envp)
 		fd = fd * 10 + (*v - '0');
 	}
 	if (*v == ':') {
-		long rec = 0;
-
-		for (v++; *v >= '0' && *v <= '9' && rec < REG_RECS; v++)
+		for (v++, rec = 0; *v >= '0' && *v <= '9' && rec < REG_RECS; v++)
 			rec = rec * 10 + (*v - '0');
 		if (*v || rec >= REG_RECS)
 			return -EINVAL;
-		joined_rec = (int32_t)rec;
 	}
 	/* Only a memfd of exactly our size and layout is taken. */
 	if (PP_SYSCALL(SYS_fstat, (int)fd, &st) || !S_ISREG(st.st_mode) ||
@@ -573,6 +571,8 @@ PP_START int pp_reg_join(char **envp)
 	 * the program's way), close-on-exec now: an exec of ours hands a fresh
 	 * one on.
 	 */
+	/* The record is this image's to claim only once the file is known good. */
+	joined_rec = (int32_t)rec;
 	reg_ino = st.st_ino;
 	pp_sys_fcntl((int)fd, F_SETFD, FD_CLOEXEC);
 	__atomic_store_n(&reg_fd, (int)fd, __ATOMIC_RELEASE);

@@ -386,6 +386,32 @@ static void test_learn_ino(void)
 		pp_close(fd);
 }
 
+/*
+ * The capacity the reuse rule counts on: never below what this process
+ * saw itself, whatever the shared state (a file any process of the tree
+ * can write) says.
+ */
+static void test_capacity(void)
+{
+	struct pp_pipe *p = tracked_pipe(110, 111, 0);
+	long real = fcntl(111, F_GETPIPE_SZ);
+
+	pp_fdt_learn_ino(p, 111);
+	CHECK(pp_pipe_capacity(p, 111) == (uint32_t)real, "asked once: %u, kernel %ld",
+	      pp_pipe_capacity(p, 111), real);
+	CHECK(pp_pipe_share(p) == 0 && p->shared, "shared");
+	/* Scribbled: a capacity below the pipe's would free pages it still holds. */
+	__atomic_store_n(&pp_pipe_sh(p)->capacity_max, 4096, __ATOMIC_RELAXED);
+	CHECK(pp_pipe_capacity(p, 111) == (uint32_t)real, "a scribbled capacity: %u, kernel %ld",
+	      pp_pipe_capacity(p, 111), real);
+	/* Another process grew it: the larger value counts. */
+	__atomic_store_n(&pp_pipe_sh(p)->capacity_max, 4 * (uint32_t)real, __ATOMIC_RELAXED);
+	CHECK(pp_pipe_capacity(p, 111) == 4 * (uint32_t)real, "grown elsewhere: %u",
+	      pp_pipe_capacity(p, 111));
+	pp_close(110);
+	pp_close(111);
+}
+
 /* libppipe's own fds: in the upper half of the soft limit (at most from 512). */
 static void test_dup_spare(int spare_base)
 {
@@ -563,6 +589,7 @@ int main(void)
 	test_plain();
 	test_epoch();
 	test_learn_ino();
+	test_capacity();
 	test_dup_spare(spare_base);
 	test_for_each();
 	test_fork();

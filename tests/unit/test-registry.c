@@ -302,6 +302,7 @@ struct claim_case {
 	bool by_parent; /* the record names the parent's pid */
 	uint64_t age_ns; /* the record made this long ago */
 	bool garbage; /* its slot indices and count scribbled */
+	bool count_only; /* only its count scribbled: the unused entries stay zero */
 	int want; /* what the claim returns */
 };
 
@@ -332,6 +333,14 @@ static void claim_child(void *arg)
 			if (i != 1 && i != 2)
 				rec_at(c.rec)->slot[i] = 70000 + (uint32_t)i; /* out of range */
 		rec_at(c.rec)->ino[1] = 1; /* not the slot's pipe */
+		rec_at(c.rec)->n = 0xffffffffu;
+	}
+	if (k->count_only) {
+		/* Entries 3.. as a record never written there has them: slot 0, inode 0. */
+		for (int i = 3; i < PP_EXEC_MAX_PIPES; i++) {
+			rec_at(c.rec)->slot[i] = 0;
+			rec_at(c.rec)->ino[i] = 0;
+		}
 		rec_at(c.rec)->n = 0xffffffffu;
 	}
 	got = join_and_claim(&c);
@@ -387,6 +396,7 @@ static void test_claims(void)
 		{ .comm = comm, .by_parent = true, .want = -ESRCH },
 		{ .comm = comm, .age_ns = 11000000000ull, .want = -ESRCH },
 		{ .comm = comm, .garbage = true, .want = 1 },
+		{ .comm = comm, .count_only = true, .want = 3 },
 	};
 
 	for (int i = 0; i < 3; i++)
