@@ -3,6 +3,7 @@
 #ifndef PPIPE_TEST_CHECK_H
 #define PPIPE_TEST_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 static int failures;
@@ -16,5 +17,14 @@ static int failures;
 			failures++;                                                \
 		}                                                                  \
 	} while (0)
+
+/* xorshift64: the tests' reproducible random numbers, from the seed in @state. */
+static inline uint64_t check_rand(uint64_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
 
 #endif

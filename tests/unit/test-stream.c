@@ -3,6 +3,7 @@
  * The verification stream: interleaving at any byte boundary passes, and
  * a flipped, lost, duplicated or foreign byte fails.
  */
+#include "check.h"
 #include "stream.h"
 
 #include <stdio.h>
@@ -19,10 +20,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return check_rand(&rng);
 }
 
 /* Interleaves the writers' streams in random runs of 1..9000 bytes. */
@@ -59,8 +57,6 @@ static int check(size_t len)
 	}
 	return stream_check_finish(&chk, written);
 }
-
-static int failures;
 
 static void expect(int ok, const char *what)
 {
