@@ -326,7 +326,7 @@ void pp_rings_trim(struct pp_rings *set, const struct pp_ring_trim *t)
 	uint64_t now = t->now, idle = t->idle;
 	size_t page = pp_page_size(), keep = t->keep;
 
-	if (!__atomic_load_n(&set->head, __ATOMIC_RELAXED) || !list_trylock(set))
+	if (!list_trylock(set))
 		return;
 	for (struct pp_ring *r = set->head; r; r = r->next) {
 		size_t npages;
