@@ -68,15 +68,15 @@ static void pp_stage_put(struct pp_stage *st)
 	/* The last reference of a retired stage: the service closes it. */
 	if (r == 0) {
 		pp_uring_kick();
-	} else if (r == 1 && __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) >= 0 &&
-		   !pp_stage_pending(st)) {
-		/* Nothing staged and nobody inside: the pipe's dup goes (stage.h). */
-		sigset_t all, old;
-
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		pp_stage_drop_target(st);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	} else if (r == 1 && __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) >= 0) {
+		/*
+		 * Nobody inside: the service closes the pipe's dup once the
+		 * stage is drained and no write came for PP_STAGE_LINGER_NS
+		 * (stage.h); it is told, unless its timer will look anyway.
+		 */
+		__atomic_store_n(&st->used_ns, pp_mono_ns(), __ATOMIC_RELEASE);
+		if (!pp_uring_will_look())
+			pp_uring_kick();
 	}
 }
 

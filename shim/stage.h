@@ -71,7 +71,18 @@ struct pp_stage {
 	int inflight; /* a splice or a poll for room is submitted (the service's own) */
 	int mover; /* the stage's lock: held to push into S and count, or to move on (atomic) */
 	int flushers; /* threads waiting for moved (atomic) */
+	uint64_t used_ns; /* CLOCK_MONOTONIC when a writer last left it (atomic) */
 };
+
+/*
+ * How long a drained stage keeps its dup of the pipe after the last write
+ * left it. Writes that follow within it reuse the dup (a new one costs a
+ * dup, an fstat and two signal-mask changes per write); after it, the
+ * service closes the dup, so an end the program replaced behind
+ * libppipe's back (a raw dup3) lets the reader see EOF this much later at
+ * most.
+ */
+#define PP_STAGE_LINGER_NS (20 * 1000000ull)
 
 extern struct pp_stage pp_stages[PP_STAGE_MAX];
 

@@ -85,6 +85,7 @@ static const char *open_liburing(void)
 
 #define QUEUE_DEPTH (2 * PP_STAGE_MAX)
 #define UD_WAKE 0 /* the eventfd read; stages are index + 1 */
+#define UD_TIMER UINT64_MAX /* the linger timer (stage.h) */
 
 static struct io_uring ring;
 static int wake_fd = -1;
@@ -98,6 +99,8 @@ static int starting;
 /* The service is asked to end (atomic); it sets @stopped (a futex word) when it has. */
 static int stop_req;
 static uint32_t stopped;
+int pp_uring_timer_armed;
+static struct __kernel_timespec linger = { 0, (long long)PP_STAGE_LINGER_NS };
 
 void pp_uring_kick(void)
 {
@@ -196,6 +199,8 @@ static bool splice_inline(struct pp_stage *st, int idx)
 static unsigned int submit_ready(void)
 {
 	unsigned int busy = 0;
+	bool linger_left = false;
+	uint64_t now = 0;
 
 	for (int i = 0; i < PP_STAGE_MAX; i++) {
 		struct pp_stage *st = &pp_stages[i];
@@ -210,8 +215,17 @@ static unsigned int submit_ready(void)
 			if (s == PP_STAGE_RETIRED && pp_stage_try_reap(st))
 				pp_debug("write-behind: stage of pipe inode %llu closed",
 					 (unsigned long long)st->ino);
-			else if (s == PP_STAGE_OPEN)
-				pp_stage_drop_target(st); /* drained: no dup holds the pipe */
+			else if (s == PP_STAGE_OPEN &&
+				 __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) >= 0) {
+				/* Drained: the dup goes once no write came for a while (stage.h). */
+				if (!now)
+					now = pp_mono_ns();
+				if (now - __atomic_load_n(&st->used_ns, __ATOMIC_ACQUIRE) >=
+				    PP_STAGE_LINGER_NS)
+					pp_stage_drop_target(st);
+				if (__atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) >= 0)
+					linger_left = true;
+			}
 			continue;
 		}
 		if (pp_cfg.uring_splice == PP_URING_SPLICE_INLINE) {
@@ -233,6 +247,16 @@ static unsigned int submit_ready(void)
 		io_uring_sqe_set_data64(sqe, (uint64_t)i + 1);
 		__atomic_store_n(&st->inflight, 1, __ATOMIC_SEQ_CST);
 	}
+	/* A drained stage still holds its dup: come back when it may go. */
+	if (linger_left && !__atomic_load_n(&pp_uring_timer_armed, __ATOMIC_ACQUIRE)) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+		if (!sqe)
+			return busy + 1;
+		io_uring_prep_timeout(sqe, &linger, 0, 0);
+		io_uring_sqe_set_data64(sqe, UD_TIMER);
+		__atomic_store_n(&pp_uring_timer_armed, 1, __ATOMIC_RELEASE);
+	}
 	return busy;
 }
 
@@ -244,6 +268,10 @@ static void complete(struct io_uring_cqe *cqe)
 
 	if (ud == UD_WAKE) {
 		arm_wake();
+		return;
+	}
+	if (ud == UD_TIMER) {
+		__atomic_store_n(&pp_uring_timer_armed, 0, __ATOMIC_RELEASE);
 		return;
 	}
 	st = &pp_stages[ud - 1];
@@ -357,6 +385,7 @@ static void *service(void *arg)
 	io_uring_queue_exit(&ring);
 	pp_sys_close(wake_fd);
 	wake_fd = -1;
+	__atomic_store_n(&pp_uring_timer_armed, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
 	syscall(SYS_futex, &stopped, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	return NULL;
@@ -477,11 +506,14 @@ PP_COMMON void pp_uring_after_fork_child(void)
 	setup_why = NULL;
 	stopping = starting = stop_req = 0;
 	stopped = 0;
+	pp_uring_timer_armed = 0;
 	pp_uring_state = PP_ONCE_UNKNOWN;
 	reason = "not started";
 }
 
 #else /* !PP_HAVE_URING */
+
+int pp_uring_timer_armed;
 
 void pp_uring_kick(void)
 {

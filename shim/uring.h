@@ -35,6 +35,16 @@ const char *pp_uring_reason(void);
 /* Wakes the service if it sleeps (async-signal-safe, cheap when awake). */
 void pp_uring_kick(void);
 /*
+ * Whether the service will look at the stages again by itself (a timer
+ * for drained stages that still hold a dup of their pipe is armed): a
+ * writer leaving a drained stage kicks the service only when not.
+ */
+extern int pp_uring_timer_armed;
+static inline bool pp_uring_will_look(void)
+{
+	return __atomic_load_n(&pp_uring_timer_armed, __ATOMIC_ACQUIRE) != 0;
+}
+/*
  * The program is about to close fds [@lo, @hi] and the service's own (its
  * ring, its wake-up eventfd) are among them: true, and no new stage opens
  * until pp_uring_stop(), which the caller calls once it has drained and
