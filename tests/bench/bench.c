@@ -521,8 +521,8 @@ static void print_pressure_text(const struct pressure *p)
 	printf("pressure: direct reclaim in the %s: %s", pressure_reclaim_scope(p),
 	       pressure_saw_direct_reclaim(p) ? "yes" : "NO");
 	if (p->have_stall)
-		printf("; benchmark stalled on memory %.1f ms (%.1f%% of the run)",
-		       (double)DELTA(bench_stall_us) / 1e3,
+		printf("; benchmark stalled on memory %" PRIu64 " us (%.2f%% of the run)",
+		       DELTA(bench_stall_us),
 		       wall > 0 ? (double)DELTA(bench_stall_us) / 1e4 / wall : 0.0);
 	if (!strcmp(p->method, "cgroup-v2"))
 		printf("; cgroup pgscan_direct %" PRIu64 ", max events %" PRIu64,

@@ -1470,8 +1470,8 @@ def evidence_row(r):
 
 
 def rep_evidence(rep):
-    """(reclaimed, stall share, limit hits or direct scans per second,
-    helper CPU share) of one repetition; None where unknown."""
+    """(reclaimed, stall in us per second, limit hits or direct scans per
+    second, helper CPU share) of one repetition; None where unknown."""
     pr = rep_pressure(rep)
     wall = number(pr.get("wall_s"))
     stall = number(pr.get("bench_stall_us"))
@@ -1484,8 +1484,8 @@ def rep_evidence(rep):
     else:
         hits = number(vmstat.get("pgscan_direct"))
     per_s = hits / wall if hits is not None and wall else None
-    share = stall / 1e6 / wall if stall is not None and wall else None
-    return bool(pr.get("direct_reclaim")), share, per_s, helper_share(rep)
+    stall_per_s = stall / wall if stall is not None and wall else None
+    return bool(pr.get("direct_reclaim")), stall_per_s, per_s, helper_share(rep)
 
 
 def pressure_evidence(results):
@@ -1506,11 +1506,11 @@ def pressure_evidence(results):
              f"{first.get('stressor')} ==",
              f"   reclaim: repetitions with direct reclaim {scope}; stall: "
              "the benchmark's memory stall",
-             f"   (share of the run, median); {rate}: "
+             f"   in us per second of the run (median); {rate}: "
              + ("the cgroup's limit hits" if method != "global" else
                 "the system's direct reclaim scans")
              + " per second (median); helper CPU: share of one CPU (max)", ""]
-    header = ["run", "side", "reclaim", "stall", rate, "helper CPU"]
+    header = ["run", "side", "reclaim", "stall us/s", rate, "helper CPU"]
     body = []
     for r in results:
         for k, side in enumerate(result_sides(r)):
@@ -1524,7 +1524,7 @@ def pressure_evidence(results):
             stall, hits = med(1), med(2)
             body.append([evidence_row(r) if not k else "", side_name(side),
                          f"{sum(e[0] for e in ev)}/{len(ev)}",
-                         "n/a" if stall is None else f"{100 * stall:.2f}%",
+                         "n/a" if stall is None else f"{stall:.0f}",
                          "n/a" if hits is None else f"{hits:.0f}",
                          f"{100 * max(shares):.1f}%" if shares else "n/a"])
     return lines + table_lines(header, body, indent=2, align="llrrrr") + [""]

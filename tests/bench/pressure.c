@@ -21,8 +21,8 @@
 #define CG_PREFIX "ppipe-bench."
 /* The filler's CPU budget is enforced per period of this length. */
 #define FILLER_PERIOD_NS (10 * 1000 * 1000ull)
-/* It reads this much per pread(): 64 pages, one memcg charge batch. */
-#define FILLER_CHUNK (256 << 10)
+/* It reads this much per pread(): small, so that no read overshoots the budget by much. */
+#define FILLER_CHUNK (64 << 10)
 
 enum pressure_mode pressure_mode_parse(const char *name)
 {

@@ -1175,8 +1175,8 @@ def check_pressure_modes(t):
     check("under memory pressure (memcg)" in p.stdout, "the tables do not name the mode")
     check("Memory pressure evidence: memcg, cgroup-v2" in p.stdout, "no evidence table")
     # 1 s runs: the fake's 2000 us of stall and 100 limit hits.
-    check(re.search(r"small threads 1x1 128 B +plain +2/2 +0\.20% +100 +15\.0%\n"
-                    r" +libdummy +0/2 +0\.00% +0 +15\.0%", p.stdout),
+    check(re.search(r"small threads 1x1 128 B +plain +2/2 +2000 +100 +15\.0%\n"
+                    r" +libdummy +0/2 +0 +0 +15\.0%", p.stdout),
           f"evidence rows (reclaim, stall, limit hits/s, filler CPU): {p.stdout}")
 
     # No reclaim in the plain runs: the loud warning names them, not the library's.
