@@ -510,6 +510,8 @@ static void run_filler(const struct pressure *p, int fd, int ready, unsigned int
 	uint64_t budget = FILLER_PERIOD_NS * pct / 100;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Told apart from the benchmark in ps, top and traces. */
+	prctl(PR_SET_NAME, "ppipe-filler");
 	join_helpers(p);
 	while (off < p->limit) {
 		ssize_t n = pread(fd, buf, sizeof(buf), (off_t)off);
