@@ -623,20 +623,29 @@ static pid_t spawn_stressor(struct pressure *p, char *err, size_t errlen)
 	return pid;
 }
 
+/*
+ * Ends child @pid, or with @group its whole process group: stress-ng's
+ * workers, which are ours to reap as well because we are their subreaper.
+ */
 static void stop_child(pid_t pid, int group)
 {
 	struct timespec tick = { .tv_sec = 0, .tv_nsec = 10 * 1000 * 1000 };
+	pid_t who = group ? -pid : pid;
 
 	if (pid <= 0)
 		return;
-	kill(group ? -pid : pid, SIGTERM);
+	kill(who, SIGTERM);
 	for (int i = 0; i < 300; i++) {
-		if (waitpid(pid, NULL, WNOHANG) == pid)
+		pid_t got = waitpid(who, NULL, WNOHANG);
+
+		if (got < 0 || (!group && got == pid))
 			return;
-		nanosleep(&tick, NULL);
+		if (!got)
+			nanosleep(&tick, NULL);
 	}
-	kill(group ? -pid : pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	kill(who, SIGKILL);
+	while (waitpid(who, NULL, 0) > 0 && group)
+		;
 }
 
 /* stress-ng's workers leave its group a moment after it: helpers/ must be empty. */
@@ -694,6 +703,11 @@ int pressure_start(struct pressure *p, enum pressure_mode mode, uint64_t limit,
 		if (start_filler(p, filler_cpu_pct, err, errlen))
 			goto out_filler;
 	} else {
+		/*
+		 * stress-ng's workers outlive it by a moment; as their subreaper
+		 * we reap them, so that none is left when the run ends.
+		 */
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
 		p->stress_pid = spawn_stressor(p, err, errlen);
 		if (p->stress_pid < 0)
 			goto out_cgroups;
@@ -714,6 +728,8 @@ out_filler:
 out_cgroups:
 	wait_helpers_gone(p);
 	leave_cgroups(p);
+	if (mode == PRESSURE_HOG)
+		prctl(PR_SET_CHILD_SUBREAPER, 0);
 	return -1;
 }
 
@@ -726,6 +742,8 @@ void pressure_stop(struct pressure *p)
 	stop_child(p->filler_pid, 0);
 	wait_helpers_gone(p);
 	leave_cgroups(p);
+	if (p->mode == PRESSURE_HOG)
+		prctl(PR_SET_CHILD_SUBREAPER, 0);
 	p->active = 0;
 }
 
