@@ -47,8 +47,10 @@ struct options {
 	uint64_t size, read_size, pipe_size;
 	double duration;
 	uint64_t work_ns; /* --work: the producer's computation before each write */
-	int verify, memory_pressure, json;
+	int verify, json;
+	enum pressure_mode memory_pressure; /* PRESSURE_NONE without --memory-pressure */
 	uint64_t pressure_limit;
+	unsigned int filler_cpu_pct;
 	int cpus_w[CLI_MAX_CPUS], ncpus_w;
 	int cpus_r[CLI_MAX_CPUS], ncpus_r;
 	const char *expect_preload;
@@ -463,31 +465,78 @@ static void json_string(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+#define DELTA(field) (p->after.field - p->before.field)
+
 static void print_pressure_json(FILE *f, const struct pressure *p)
 {
-	const struct pressure_counters *a = &p->before, *z = &p->after;
+	double share = pressure_helper_cpu_share(p);
 
-	fprintf(f, "{\"method\":\"%s\",\"stressor\":", p->method);
+	fprintf(f, "{\"mode\":\"%s\",\"method\":\"%s\",\"stressor\":", pressure_mode_name(p->mode),
+		p->method);
 	json_string(f, p->stressor);
 	fprintf(f,
-		",\"cgroup_limit\":%" PRIu64 ",\"vmstat_delta\":{\"pgscan_direct\":%" PRIu64
+		",\"cgroup_limit\":%" PRIu64
+		",\"wall_s\":%.6f,\"vmstat_delta\":{\"pgscan_direct\":%" PRIu64
 		",\"pgsteal_direct\":%" PRIu64 ",\"allocstall\":%" PRIu64
 		",\"pgscan_kswapd\":%" PRIu64 "},",
-		p->cgroup[0] ? p->limit : 0, z->pgscan_direct - a->pgscan_direct,
-		z->pgsteal_direct - a->pgsteal_direct, z->allocstall - a->allocstall,
-		z->pgscan_kswapd - a->pgscan_kswapd);
+		p->mode == PRESSURE_MEMCG ? p->limit : 0, (double)DELTA(wall_ns) / 1e9,
+		DELTA(pgscan_direct), DELTA(pgsteal_direct), DELTA(allocstall),
+		DELTA(pgscan_kswapd));
 	if (!strcmp(p->method, "cgroup-v2"))
 		fprintf(f,
-			"\"memcg_delta\":{\"pgscan_direct\":%" PRIu64 ",\"max_events\":%" PRIu64
-			"},",
-			z->memcg_reclaim - a->memcg_reclaim,
-			z->memcg_max_events - a->memcg_max_events);
+			"\"memcg_delta\":{\"pgscan_direct\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64
+			",\"max_events\":%" PRIu64 ",\"max_events_local\":%" PRIu64 "},",
+			DELTA(memcg_pgscan_direct), DELTA(memcg_pgsteal_direct), DELTA(memcg_max),
+			DELTA(memcg_max_local));
 	else if (!strcmp(p->method, "cgroup-v1"))
-		fprintf(f, "\"memcg_delta\":{\"failcnt\":%" PRIu64 "},",
-			z->memcg_reclaim - a->memcg_reclaim);
+		fprintf(f, "\"memcg_delta\":{\"failcnt\":%" PRIu64 "},", DELTA(memcg_failcnt));
 	else
 		fprintf(f, "\"memcg_delta\":null,");
-	fprintf(f, "\"direct_reclaim\":%s}", pressure_saw_direct_reclaim(p) ? "true" : "false");
+	if (p->have_stall)
+		fprintf(f, "\"bench_stall_us\":%" PRIu64 ",", DELTA(bench_stall_us));
+	else
+		fprintf(f, "\"bench_stall_us\":null,");
+	fprintf(f, "\"helper\":{\"what\":\"%s\",\"cpu_budget\":",
+		p->mode == PRESSURE_MEMCG ? "filler" : "stress-ng");
+	if (p->mode == PRESSURE_MEMCG)
+		fprintf(f, "%.2f", p->filler_cpu_pct / 100.0);
+	else
+		fprintf(f, "null");
+	if (share >= 0)
+		fprintf(f, ",\"cpu_us\":%" PRIu64 ",\"cpu_share\":%.4f,\"cpu_from\":\"%s\"},",
+			DELTA(helper_cpu_us), share, p->cpu_from);
+	else
+		fprintf(f, ",\"cpu_us\":null,\"cpu_share\":null,\"cpu_from\":null},");
+	fprintf(f, "\"direct_reclaim\":%s,\"direct_reclaim_scope\":\"%s\"}",
+		pressure_saw_direct_reclaim(p) ? "true" : "false", pressure_reclaim_scope(p));
+}
+
+/* One line of evidence for the text output. */
+static void print_pressure_text(const struct pressure *p)
+{
+	double share = pressure_helper_cpu_share(p);
+	double wall = (double)DELTA(wall_ns) / 1e9;
+
+	printf("pressure: %s, %s (%s)\n", pressure_mode_name(p->mode), p->method, p->stressor);
+	printf("pressure: direct reclaim in the %s: %s", pressure_reclaim_scope(p),
+	       pressure_saw_direct_reclaim(p) ? "yes" : "NO");
+	if (p->have_stall)
+		printf("; benchmark stalled on memory %" PRIu64 " us (%.2f%% of the run)",
+		       DELTA(bench_stall_us),
+		       wall > 0 ? (double)DELTA(bench_stall_us) / 1e4 / wall : 0.0);
+	if (!strcmp(p->method, "cgroup-v2"))
+		printf("; cgroup pgscan_direct %" PRIu64 ", max events %" PRIu64,
+		       DELTA(memcg_pgscan_direct), DELTA(memcg_max));
+	else if (!strcmp(p->method, "cgroup-v1"))
+		printf("; cgroup failcnt %" PRIu64, DELTA(memcg_failcnt));
+	else
+		printf("; system pgscan_direct %" PRIu64 ", allocstall %" PRIu64,
+		       DELTA(pgscan_direct), DELTA(allocstall));
+	if (share >= 0)
+		printf("; %s CPU %.1f%% of one CPU\n",
+		       p->mode == PRESSURE_MEMCG ? "filler" : "stress-ng", share * 100);
+	else
+		printf("; helper CPU unknown\n");
 }
 
 static void print_json(const struct bench *b, const struct summary *s, const struct pressure *p,
@@ -505,9 +554,13 @@ static void print_json(const struct bench *b, const struct summary *s, const str
 		",\"duration_s\":%g,\"elapsed_s\":%.6f,",
 		PPIPE_VERSION, o->procs ? "procs" : "threads", o->writers, o->readers, o->size,
 		o->read_size, o->pipe_size, o->work_ns, o->duration, s->elapsed_s);
-	fprintf(f, "\"verify\":%s,\"verified\":%s,\"memory_pressure\":%s,",
+	fprintf(f, "\"verify\":%s,\"verified\":%s,\"memory_pressure\":%s,\"pressure_mode\":",
 		o->verify ? "true" : "false", o->verify ? (verified ? "true" : "false") : "null",
 		o->memory_pressure ? "true" : "false");
+	if (o->memory_pressure)
+		fprintf(f, "\"%s\",", pressure_mode_name(o->memory_pressure));
+	else
+		fprintf(f, "null,");
 	fprintf(f,
 		"\"writes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bytes_read\":%" PRIu64
 		",\"mbps\":%.3f,\"writes_per_s\":%.1f,\"write_time_share\":%.4f,\"work_avg_ns\":%" PRIu64
@@ -553,7 +606,8 @@ static void print_text(const struct bench *b, const struct summary *s, const str
 	printf("config: mode=%s writers=%u readers=%u size=%" PRIu64 " pipe_size=%" PRIu64
 	       " work_ns=%" PRIu64 " duration=%g memory_pressure=%s verify=%s\n",
 	       o->procs ? "procs" : "threads", o->writers, o->readers, o->size, o->pipe_size,
-	       o->work_ns, o->duration, o->memory_pressure ? "yes" : "no",
+	       o->work_ns, o->duration,
+	       o->memory_pressure ? pressure_mode_name(o->memory_pressure) : "no",
 	       o->verify ? "yes" : "no");
 	printf("writes: total=%" PRIu64 " rate=%.0f/s elapsed=%.3fs\n", s->writes, s->writes_per_s,
 	       s->elapsed_s);
@@ -566,8 +620,7 @@ static void print_text(const struct bench *b, const struct summary *s, const str
 	       hist_mean(h), hist_quantile(h, 0.50), hist_quantile(h, 0.99),
 	       hist_quantile(h, 0.999), h->max);
 	if (o->memory_pressure)
-		printf("pressure: %s (%s), direct reclaim during the run: %s\n", p->method,
-		       p->stressor, pressure_saw_direct_reclaim(p) ? "yes" : "NO");
+		print_pressure_text(p);
 	if (o->verify)
 		printf("verify: %s\n", verified ? "ok" : "FAILED");
 }
@@ -617,8 +670,11 @@ static void usage(FILE *f)
 		"  -p, --pipe-size BYTES   F_SETPIPE_SZ; 0 keeps the default (1M)\n"
 		"  -d, --duration SECONDS  run time, fractions allowed (3)\n"
 		"      --verify            check every byte (sequence numbers, checksums)\n"
-		"      --memory-pressure   run stress-ng alongside, in a full memory cgroup\n"
-		"      --pressure-limit B  that cgroup's limit (512M)\n"
+		"      --memory-pressure[=MODE]  run under memory pressure; MODE memcg (the\n"
+		"                          default): in a memory cgroup a page-cache filler\n"
+		"                          keeps full; hog: stress-ng over half of RAM\n"
+		"      --pressure-limit B  memcg: the cgroup's limit (512M)\n"
+		"      --filler-cpu PCT    memcg: the filler's CPU budget, %% of one CPU (15)\n"
 		"      --cpus-writers LIST pin writers round-robin to these cpus (0,2-3)\n"
 		"      --cpus-readers LIST pin readers likewise\n"
 		"      --expect-preload P  fail unless library P is loaded in this process\n"
@@ -659,6 +715,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		O_VERIFY,
 		O_PRESSURE,
 		O_LIMIT,
+		O_FILLER_CPU,
 		O_CPUS_W,
 		O_CPUS_R,
 		O_EXPECT,
@@ -676,8 +733,9 @@ static void parse_args(int argc, char **argv, struct options *o)
 		{ "pipe-size", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "verify", no_argument, NULL, O_VERIFY },
-		{ "memory-pressure", no_argument, NULL, O_PRESSURE },
+		{ "memory-pressure", optional_argument, NULL, O_PRESSURE },
 		{ "pressure-limit", required_argument, NULL, O_LIMIT },
+		{ "filler-cpu", required_argument, NULL, O_FILLER_CPU },
 		{ "cpus-writers", required_argument, NULL, O_CPUS_W },
 		{ "cpus-readers", required_argument, NULL, O_CPUS_R },
 		{ "expect-preload", required_argument, NULL, O_EXPECT },
@@ -694,7 +752,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 			       .size = 64 << 10,
 			       .pipe_size = 1 << 20,
 			       .duration = 3,
-			       .pressure_limit = 512 << 20 };
+			       .pressure_limit = 512 << 20,
+			       .filler_cpu_pct = PRESSURE_FILLER_CPU_PCT };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":w:r:s:p:d:", lopts, NULL)) != -1) {
 		switch (c) {
@@ -747,8 +806,19 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->verify = 1;
 			break;
 		case O_PRESSURE:
-			o->memory_pressure = 1;
+			o->memory_pressure = optarg ? pressure_mode_parse(optarg) : PRESSURE_MEMCG;
+			if (!o->memory_pressure)
+				die_usage("--memory-pressure: '%s' is not memcg or hog", optarg);
 			break;
+		case O_FILLER_CPU: {
+			uint64_t v;
+
+			if (cli_parse_size(optarg, &v) || !v || v > 100)
+				die_usage("--filler-cpu: '%s' is not a percentage from 1 to 100",
+					  optarg);
+			o->filler_cpu_pct = (unsigned int)v;
+			break;
+		}
 		case O_LIMIT:
 			if (cli_parse_size(optarg, &o->pressure_limit) ||
 			    o->pressure_limit < (64u << 20))
@@ -846,7 +916,7 @@ int main(int argc, char **argv)
 {
 	struct options opt;
 	struct bench b = { .opt = &opt };
-	struct pressure pr = { .method = "none" };
+	struct pressure pr = { .method = "none", .stressor = "" };
 	struct summary sum;
 	struct cli_preloads pl;
 	char err[512];
@@ -868,7 +938,8 @@ int main(int argc, char **argv)
 	}
 	/* Before the pressure's stressors take CPU time and memory. */
 	b.work_steps = work_calibrate(&opt);
-	if (opt.memory_pressure && pressure_start(&pr, opt.pressure_limit, err, sizeof(err))) {
+	if (opt.memory_pressure && pressure_start(&pr, opt.memory_pressure, opt.pressure_limit,
+						  opt.filler_cpu_pct, err, sizeof(err))) {
 		fprintf(stderr, "ppipe-bench: %s\n", err);
 		return EXIT_ENV;
 	}

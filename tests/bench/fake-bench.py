@@ -13,7 +13,10 @@ Test hooks (environment):
                           deterministic jitter by invocation number
   FAKE_BENCH_FAIL=N       invocation N (needs FAKE_BENCH_STATE) exits 3
   FAKE_BENCH_VERIFY_FAIL=1  --verify runs exit 1
-  FAKE_BENCH_RECLAIM=0    --memory-pressure runs report no direct reclaim
+  FAKE_BENCH_RECLAIM=0    --memory-pressure runs report no direct reclaim;
+                          =plain: only runs without LD_PRELOAD reclaim
+  FAKE_BENCH_HELPER_CPU=X the pressure helpers' CPU share (memcg: the
+                          --filler-cpu budget or 0.15; hog: 1.9)
   FAKE_BENCH_MEMCPY_FAIL=1  --mode memcpy exits 3
   FAKE_BENCH_LOG=FILE     appends one JSON line per run: its arguments,
                           whether LD_PRELOAD is set, its PPIPE_* variables
@@ -66,7 +69,9 @@ def main():
     p.add_argument("-d", type=positive(float), required=True)
     p.add_argument("--work", type=positive(int))
     p.add_argument("--verify", action="store_true")
-    p.add_argument("--memory-pressure", action="store_true")
+    p.add_argument("--memory-pressure", nargs="?", const="memcg",
+                   choices=("memcg", "hog"))
+    p.add_argument("--filler-cpu", type=positive(int))
     p.add_argument("--cpus-writers")
     p.add_argument("--cpus-readers")
     p.add_argument("--expect-preload")
@@ -102,13 +107,34 @@ def main():
     rate = mbps * (1 << 20)
     writes_per_s = rate / a.s
     pressure = None
+    if a.filler_cpu and a.memory_pressure != "memcg":
+        fail(2, "--filler-cpu without --memory-pressure=memcg")
     if a.memory_pressure:
-        reclaim = os.environ.get("FAKE_BENCH_RECLAIM", "1") != "0"
+        how = os.environ.get("FAKE_BENCH_RECLAIM", "1")
+        reclaim = how == "1" or (how == "plain" and not preloaded)
         scans = 1000 if reclaim else 0
-        pressure = {"method": "global", "stressor": "stress-ng --vm 1",
-                    "vmstat_delta": {"pgscan_direct": scans,
-                                     "allocstall": scans // 100},
-                    "memcg_delta": None, "direct_reclaim": reclaim}
+        memcg = a.memory_pressure == "memcg"
+        budget = (a.filler_cpu or 15) / 100 if memcg else None
+        share = float(os.environ.get("FAKE_BENCH_HELPER_CPU",
+                                     budget if memcg else 1.9))
+        pressure = {
+            "mode": a.memory_pressure,
+            "method": "cgroup-v2" if memcg else "global",
+            "stressor": "page-cache filler" if memcg else "stress-ng --vm 2",
+            "cgroup_limit": 536870912 if memcg else 0, "wall_s": a.d,
+            "vmstat_delta": {"pgscan_direct": 0 if memcg else scans,
+                             "pgsteal_direct": 0, "pgscan_kswapd": 0,
+                             "allocstall": 0 if memcg else scans // 100},
+            "memcg_delta": {"pgscan_direct": scans, "pgsteal_direct": scans,
+                            "max_events": scans // 10,
+                            "max_events_local": scans // 10}
+            if memcg else None,
+            "bench_stall_us": scans * 2,
+            "helper": {"what": "filler" if memcg else "stress-ng",
+                       "cpu_budget": budget,
+                       "cpu_us": int(share * a.d * 1e6), "cpu_share": share,
+                       "cpu_from": "cgroup"},
+            "direct_reclaim": reclaim, "direct_reclaim_scope": "benchmark"}
     writes = int(writes_per_s * a.d)
     per_writer = [{"writes": writes // a.w, "bytes": writes // a.w * a.s,
                    "lat_avg_ns": lat, "lat_p99_ns": lat * 2,
@@ -118,7 +144,8 @@ def main():
         "writers": a.w, "readers": a.r, "size": a.s, "pipe_size": a.p,
         "duration_s": a.d, "elapsed_s": a.d, "verify": a.verify,
         "verified": True if a.verify else None,
-        "memory_pressure": a.memory_pressure,
+        "memory_pressure": bool(a.memory_pressure),
+        "pressure_mode": a.memory_pressure,
         "writes": writes, "bytes": writes * a.s, "mbps": mbps,
         "writes_per_s": writes_per_s, "work_ns": work, "work_avg_ns": work,
         "write_time_share": write_ns / (write_ns + work), "lat_avg_ns": lat,

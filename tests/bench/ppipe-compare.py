@@ -81,6 +81,11 @@ OVERHEAD_WHAT = {
 # What the overhead matrix's ratio means, wherever it is written.
 TIME_RATIO_NOTE = ("preloaded/plain time per operation: 1.00 = free, "
                    "above 1 = costs, lower is better")
+# --memory-pressure=MODE (ppipe-bench's names); the first is the default.
+PRESSURE_MODES = ("memcg", "hog")
+# A helper that takes more than this share of one CPU makes a pressure run
+# measure CPU contention as well: the report says so.
+HELPER_CPU_WARN = 0.5
 CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline_mbps", "shim_mbps", "ratio_mbps",
               "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
@@ -191,6 +196,18 @@ def positive_float(text):
     return value
 
 
+def percent(text):
+    """argparse type: integer percentage from 1 to 100."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(
+            f"must be a percentage from 1 to 100, not {text!r}")
+    return value
+
+
 def cpu_pin(text):
     """argparse type: 'WCPUS:RCPUS', each a cpu list such as 0 or 0,2-3."""
     if not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*:"
@@ -231,8 +248,16 @@ def run_parser():
     p.add_argument("--pin", type=cpu_pin, metavar="WCPUS:RCPUS",
                    help="pin writers and readers, e.g. 0:1 (ppipe-bench "
                    "--cpus-writers/--cpus-readers)")
-    p.add_argument("--memory-pressure", action="store_true",
-                   help="run every configuration under memory pressure")
+    p.add_argument("--memory-pressure", nargs="?", const="memcg",
+                   choices=PRESSURE_MODES, metavar="MODE",
+                   help="run every configuration under memory pressure: "
+                   "memcg (the default) in a memory cgroup a page-cache "
+                   "filler of bounded CPU keeps full; hog: the kernel "
+                   "series' global stress-ng --vm (ppipe-bench "
+                   "--memory-pressure=MODE)")
+    p.add_argument("--filler-cpu", type=percent, metavar="PCT",
+                   help="memcg pressure: the filler's CPU budget in percent "
+                   "of one CPU (ppipe-bench's default: 15)")
     p.add_argument("--verify", action="store_true",
                    help="verify the data read (ppipe-bench --verify)")
     p.add_argument("--json", metavar="FILE",
@@ -530,6 +555,8 @@ def label(c):
         text += f" work={c['work_ns']}"
     if c.get("memory_pressure"):
         text += " memory-pressure"
+        if c.get("pressure_mode") not in (None, PRESSURE_MODES[0]):
+            text += f"={c['pressure_mode']}"
     return text
 
 
@@ -552,7 +579,9 @@ def bench_command(bench, c, duration, opts, lib):
     if opts.get("verify"):
         cmd.append("--verify")
     if opts.get("memory_pressure"):
-        cmd.append("--memory-pressure")
+        cmd.append(f"--memory-pressure={opts.get('pressure_mode') or 'memcg'}")
+        if opts.get("filler_cpu") and opts.get("pressure_mode") == "memcg":
+            cmd += ["--filler-cpu", str(opts["filler_cpu"])]
     if opts.get("pin"):
         wcpus, rcpus = opts["pin"].split(":")
         cmd += ["--cpus-writers", wcpus, "--cpus-readers", rcpus]
@@ -897,6 +926,8 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
     sides = list(envs)
     opts = {"verify": settings["verify"],
             "memory_pressure": settings["memory_pressure"],
+            "pressure_mode": settings.get("pressure_mode"),
+            "filler_cpu": settings.get("filler_cpu"),
             "pin": settings["pin"]}
     progress = Progress(sum(config_reps(c, settings) for c in configs)
                         * len(sides), settings["duration_s"], quiet)
@@ -910,6 +941,8 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
                     f"[{i}/{len(configs)}]"))
                 continue
             c = dict(c, memory_pressure=settings["memory_pressure"])
+            if settings["memory_pressure"]:
+                c["pressure_mode"] = settings["pressure_mode"]
             pipeline = c["matrix"] == "pipeline"
             duration = settings["pipeline_duration_s" if pipeline
                                 else "duration_s"]
@@ -1044,9 +1077,12 @@ def human_bytes(n):
     return f"{n} B"
 
 
-def pressure_label(mp):
-    """Header words for the memory pressure setting."""
-    return "under memory pressure" if mp else "no memory pressure"
+def pressure_label(mp, mode=None):
+    """Header words for the memory pressure setting (and its mode)."""
+    if not mp:
+        return "no memory pressure"
+    return f"under memory pressure ({mode})" if mode else \
+        "under memory pressure"
 
 
 def group_by(rows, fields):
@@ -1176,7 +1212,9 @@ def table_groups(rows, note):
         for key, grows in group_by(mrows, fields).items():
             k = dict(zip(fields, key))
             mode, pipe = k["mode"], human_bytes(k["pipe_size"])
-            where = f"{pressure_label(k['memory_pressure'])} ({note}) =="
+            plabel = pressure_label(k["memory_pressure"],
+                                    grows[0][0].get("pressure_mode"))
+            where = f"{plabel} ({note}) =="
             if matrix == "sweep":
                 title = [f"== {mode}: {k['size']} B writes, {pipe} pipe, "
                          f"{where}", ""]
@@ -1194,7 +1232,7 @@ def table_groups(rows, note):
             elif matrix == "work":
                 title = [f"== {mode} {k['writers']}x{k['readers']}, "
                          f"{k['size']} B writes, {pipe} pipe, "
-                         f"{pressure_label(k['memory_pressure'])}: producer "
+                         f"{plabel}: producer "
                          f"work per write ({note}) ==",
                          f"   {work_unit_line(k['size'], grows)}", ""]
                 keys = [("work", work_label)]
@@ -1203,7 +1241,7 @@ def table_groups(rows, note):
                 what = ("small writes, goal: no regression"
                         if matrix == "small" else "write-size sweep")
                 title = [f"== {mode} {k['writers']}x{k['readers']}, {pipe} "
-                         f"pipe, {pressure_label(k['memory_pressure'])}: "
+                         f"pipe, {plabel}: "
                          f"{what} ({note}) ==", ""]
                 keys = [("size", lambda r: str(r["size"]))]
                 order = ("size",)
@@ -1357,23 +1395,139 @@ def spread_line(results):
             f"{worst[2]})")
 
 
-def no_reclaim_warning(results):
-    """Warning lines for pressure runs that saw no direct reclaim."""
-    bad = []
+def rep_pressure(rep):
+    """A repetition's pressure evidence (ppipe-bench's "pressure"), or {}."""
+    value = rep.get("pressure")
+    return value if isinstance(value, dict) else {}
+
+
+def number(value):
+    """value if it is a number (not a boolean), else None."""
+    return value if isinstance(value, (int, float)) \
+        and not isinstance(value, bool) else None
+
+
+def helper_share(rep):
+    """The pressure helpers' CPU time over the run, in CPUs, or None."""
+    helper = rep_pressure(rep).get("helper")
+    return number(helper.get("cpu_share")) if isinstance(helper, dict) \
+        else None
+
+
+RECLAIM_SCOPES = {"benchmark": "in the benchmark's own tasks",
+                  "cgroup": "in the benchmark's memory cgroup",
+                  "system": "anywhere on the system"}
+
+
+def pressure_warning(results):
+    """Warning lines: plain runs under pressure that saw no direct reclaim
+    (libppipe's runs may rightly see none: it allocates no pipe pages), and
+    helpers that took more than HELPER_CPU_WARN of one CPU, which makes a
+    run measure CPU contention too."""
+    bad, hot, scopes, helpers = [], [], set(), set()
     for r in results:
+        base = r["baseline"]["reps"]
+        scopes |= {rep_pressure(rep).get("direct_reclaim_scope")
+                   for rep in base}
+        n = sum(1 for rep in base
+                if not rep_pressure(rep).get("direct_reclaim"))
+        if n:
+            bad.append(f"{label(r)} plain ({n} of {len(base)})")
         for side in result_sides(r):
             reps = side_of(r, side)["reps"]
-            n = sum(1 for rep in reps
-                    if not (rep["pressure"] or {}).get("direct_reclaim"))
-            if n:
-                bad.append(f"{label(r)} {side} ({n} of {len(reps)})")
-    if not bad:
-        return []
+            shares = [v for v in map(helper_share, reps) if v is not None]
+            if shares and max(shares) > HELPER_CPU_WARN:
+                hot.append(f"{label(r)} {side_name(side)} "
+                           f"(up to {100 * max(shares):.0f}%)")
+                helpers |= {str((rep_pressure(rep).get("helper") or {})
+                                .get("what")) for rep in reps}
     bar = "!" * 72
-    return [bar,
-            "!! WARNING: these runs saw NO direct reclaim; their numbers are",
-            "!! not \"under memory pressure\" numbers:"] + \
-           [f"!!   {b}" for b in bad] + [bar, ""]
+    lines = []
+    if bad:
+        where = "; ".join(RECLAIM_SCOPES[s] for s in sorted(
+            x for x in scopes if x in RECLAIM_SCOPES)) or "anywhere"
+        lines += [bar,
+                  "!! WARNING: these plain runs saw NO direct reclaim "
+                  f"({where});",
+                  "!! their numbers are not \"under memory pressure\" "
+                  "numbers:"] + [f"!!   {b}" for b in bad] + [bar, ""]
+    if hot:
+        lines += [bar,
+                  f"!! WARNING: the pressure's helpers ({', '.join(sorted(helpers))}) "
+                  f"took more than {100 * HELPER_CPU_WARN:.0f}% of one CPU;",
+                  "!! these runs measure CPU contention as well as memory "
+                  "pressure:"] + [f"!!   {h}" for h in hot] + [bar, ""]
+    return lines
+
+
+def evidence_row(r):
+    """A result's short name in the evidence table."""
+    text = f"{r['matrix']} {r['mode']} {r['writers']}x{r['readers']} " \
+        f"{r['size']} B"
+    if r.get("work_x") is not None:
+        text += f" work {r['work_x']}x"
+    return text
+
+
+def rep_evidence(rep):
+    """(reclaimed, stall in us per second, limit hits or direct scans per
+    second, helper CPU share) of one repetition; None where unknown."""
+    pr = rep_pressure(rep)
+    wall = number(pr.get("wall_s"))
+    stall = number(pr.get("bench_stall_us"))
+    memcg = pr.get("memcg_delta") if isinstance(pr.get("memcg_delta"),
+                                                dict) else None
+    vmstat = pr.get("vmstat_delta") if isinstance(pr.get("vmstat_delta"),
+                                                  dict) else {}
+    if memcg is not None:
+        hits = number(memcg.get("max_events", memcg.get("failcnt")))
+    else:
+        hits = number(vmstat.get("pgscan_direct"))
+    per_s = hits / wall if hits is not None and wall else None
+    stall_per_s = stall / wall if stall is not None and wall else None
+    return bool(pr.get("direct_reclaim")), stall_per_s, per_s, helper_share(rep)
+
+
+def pressure_evidence(results):
+    """The table of reclaim evidence per result and side: how many
+    repetitions reclaimed, the benchmark's memory stall, the cgroup's limit
+    hits (or the system's direct scans) per second, the helpers' CPU."""
+    first = next((rep_pressure(rep) for r in results
+                  for rep in r["baseline"]["reps"] if rep_pressure(rep)), {})
+    if not first:
+        return []
+    method = first.get("method")
+    mode = first.get("mode") or "memcg"
+    rate = {"cgroup-v2": "memcg max/s", "cgroup-v1": "failcnt/s"}.get(
+        method, "pgscan_direct/s")
+    scope = RECLAIM_SCOPES.get(first.get("direct_reclaim_scope"),
+                               "anywhere")
+    lines = [f"== Memory pressure evidence: {mode}, {method}, "
+             f"{first.get('stressor')} ==",
+             f"   reclaim: repetitions with direct reclaim {scope}; stall: "
+             "the benchmark's memory stall",
+             f"   in us per second of the run (median); {rate}: "
+             + ("the cgroup's limit hits" if method != "global" else
+                "the system's direct reclaim scans")
+             + " per second (median); helper CPU: share of one CPU (max)", ""]
+    header = ["run", "side", "reclaim", "stall us/s", rate, "helper CPU"]
+    body = []
+    for r in results:
+        for k, side in enumerate(result_sides(r)):
+            reps = side_of(r, side)["reps"]
+            ev = [rep_evidence(rep) for rep in reps]
+
+            def med(i, ev=ev):
+                vals = [e[i] for e in ev if e[i] is not None]
+                return statistics.median(vals) if vals else None
+            shares = [e[3] for e in ev if e[3] is not None]
+            stall, hits = med(1), med(2)
+            body.append([evidence_row(r) if not k else "", side_name(side),
+                         f"{sum(e[0] for e in ev)}/{len(ev)}",
+                         "n/a" if stall is None else f"{stall:.0f}",
+                         "n/a" if hits is None else f"{hits:.0f}",
+                         f"{100 * max(shares):.1f}%" if shares else "n/a"])
+    return lines + table_lines(header, body, indent=2, align="llrrrr") + [""]
 
 
 def memcpy_reference(bench, envs):
@@ -1407,7 +1561,7 @@ def run_report(results, settings, memcpy_mbps=None):
     over_settings = settings.get("overhead") or {}
     over_note = f"median of {over_settings.get('reps')}"
     skipped = over_settings.get("skipped") or {}
-    warning = no_reclaim_warning(results) if settings["memory_pressure"] \
+    warning = pressure_warning(results) if settings["memory_pressure"] \
         else []
     if sides == ["baseline", "shim"]:
         rows = [(r, r["baseline"], r["shim"]) for r in results]
@@ -1432,8 +1586,13 @@ def run_report(results, settings, memcpy_mbps=None):
     if over:
         lines.append(overhead_spread_line(over))
     lines += memcpy_line(results, memcpy_mbps)
-    if warning:
-        lines.append("WARNING: some runs saw no direct reclaim (see top).")
+    if settings["memory_pressure"] and results:
+        lines += [""] + pressure_evidence(results)
+    if any("NO direct reclaim" in w for w in warning):
+        lines.append("WARNING: some plain runs saw no direct reclaim (see top).")
+    if any("CPU contention" in w for w in warning):
+        lines.append("WARNING: the pressure's helpers took more than "
+                     f"{100 * HELPER_CPU_WARN:.0f}% of one CPU (see top).")
     return "\n".join(lines) + "\n"
 
 
@@ -1798,7 +1957,8 @@ def svg_report(doc):
                   size=12)
     else:
         body.text(20, 90, f"{st['matrix']} matrix, median of {st['reps']} x "
-                  f"{runs} per side, {pressure_label(st['memory_pressure'])}",
+                  f"{runs} per side, "
+                  f"{pressure_label(st['memory_pressure'], st.get('pressure_mode'))}",
                   size=12)
     y = 110
     by_matrix = {m: [r for r in results if r["matrix"] == m]
@@ -1857,9 +2017,14 @@ def cmd_run(argv):
                 "duration_s": args.duration or preset["duration"],
                 "pipeline_duration_s": (args.duration
                                         or preset["pipeline_duration"]),
-                "memory_pressure": args.memory_pressure,
+                "memory_pressure": bool(args.memory_pressure),
+                "pressure_mode": args.memory_pressure,
                 "verify": args.verify,
                 "pin": args.pin}
+    if args.filler_cpu is not None:
+        if args.memory_pressure != "memcg":
+            parser.error("--filler-cpu applies to --memory-pressure=memcg")
+        settings["filler_cpu"] = args.filler_cpu
     configs = build_matrix(args.preset, args.only, args.memory_pressure)
     if args.memory_pressure and not args.only and not args.quiet:
         sys.stderr.write(f"{PROG}: the pipeline matrix is left out: it does "
@@ -2166,7 +2331,9 @@ def run_kind(doc, side):
     if side != "shim":
         words.append(side)
     if settings.get("memory_pressure"):
-        words.append("memory-pressure")
+        mode = settings.get("pressure_mode")
+        words.append("memory-pressure" if mode in (None, PRESSURE_MODES[0])
+                     else f"memory-pressure={mode}")
     return " ".join(words)
 
 

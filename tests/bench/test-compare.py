@@ -162,7 +162,8 @@ def check_json(doc, lib):
           f"JSON: library {doc['library']}")
     check(doc["settings"] == {"matrix": "quick", "reps": 2, "duration_s": 1.0,
                               "pipeline_duration_s": 1.0,
-                              "memory_pressure": False, "verify": False, "pin": None,
+                              "memory_pressure": False, "pressure_mode": None, "verify": False,
+                              "pin": None,
                               "overhead": {"reps": 5, "ratio_time": TIME_RATIO_NOTE,
                                            "skipped": {}}},
           f"JSON: settings {doc['settings']}")
@@ -1135,15 +1136,103 @@ def check_fleet(t, template):
     check_error(t, ["fleet"], 2, ["required", "FILE.json|DIR"])
 
 
-def check_pressure_and_config(t):
-    """No-reclaim warning; configured tokens instead of --bench/--lib;
-    medians of 3 reps."""
-    p = t.run(t.fast("--memory-pressure", "-q"),
-              env={"FAKE_BENCH_RECLAIM": "0"})
+PRESSURE_KEYS = {"mode", "method", "stressor", "cgroup_limit", "wall_s", "vmstat_delta",
+                 "memcg_delta", "bench_stall_us", "helper", "direct_reclaim",
+                 "direct_reclaim_scope"}
+
+
+def check_pressure_modes(t):
+    """--memory-pressure: memcg by default, hog by name, each passed to
+    ppipe-bench; the evidence in the JSON and the text; the warnings about
+    plain runs without direct reclaim and about helpers that take a CPU."""
+    out, log = t.path("memcg.json"), t.path("memcg.log")
+    p = t.run(t.fast("--memory-pressure", "--reps", "2", "-q", "--json", out),
+              env={"FAKE_BENCH_LOG": log, "FAKE_BENCH_RECLAIM": "plain"})
+    check(p.returncode == 0, f"memcg pressure run failed: {p.stderr.strip()[-400:]}")
+    runs = [r for r in read_log(log) if "--mode" in r["argv"]
+            and r["argv"][r["argv"].index("--mode") + 1] != "memcpy"
+            and "0.01" not in r["argv"]]
+    check(runs and all("--memory-pressure=memcg" in r["argv"] for r in runs),
+          f"--memory-pressure did not reach ppipe-bench as memcg: {runs[:1]}")
+    check(not any("--filler-cpu" in r["argv"] for r in runs),
+          "--filler-cpu passed without being asked for")
+    doc = load(out)
+    check(doc["settings"]["memory_pressure"] is True
+          and doc["settings"]["pressure_mode"] == "memcg", f"settings: {doc['settings']}")
+    for r in doc["results"]:
+        check(r["memory_pressure"] is True and r["pressure_mode"] == "memcg",
+              f"result {r['size']}: pressure fields")
+        for side in ("baseline", "shim"):
+            for rep_ in r[side]["reps"]:
+                pr = rep_["pressure"]
+                check(set(pr) == PRESSURE_KEYS and pr["mode"] == "memcg",
+                      f"per-rep pressure keys: {sorted(pr)}")
+                check(pr["direct_reclaim"] is (side == "baseline"),
+                      "FAKE_BENCH_RECLAIM=plain: reclaim in plain runs only")
+    # libppipe's runs without reclaim are no reason to warn: it allocates
+    # no pipe pages; the plain runs reclaimed.
+    check("WARNING" not in p.stdout, f"a warning with reclaim in every plain run: {p.stdout}")
+    check("under memory pressure (memcg)" in p.stdout, "the tables do not name the mode")
+    check("Memory pressure evidence: memcg, cgroup-v2" in p.stdout, "no evidence table")
+    # 1 s runs: the fake's 2000 us of stall and 100 limit hits.
+    check(re.search(r"small threads 1x1 128 B +plain +2/2 +2000 +100 +15\.0%\n"
+                    r" +libdummy +0/2 +0 +0 +15\.0%", p.stdout),
+          f"evidence rows (reclaim, stall, limit hits/s, filler CPU): {p.stdout}")
+
+    # No reclaim in the plain runs: the loud warning names them, not the library's.
+    p = t.run(t.fast("--memory-pressure", "-q"), env={"FAKE_BENCH_RECLAIM": "0"})
     check(p.returncode == 0, f"pressure run failed: {p.stderr.strip()}")
-    check("WARNING" in p.stdout and "direct reclaim" in p.stdout,
-          "no warning about missing direct reclaim")
+    check("NO direct reclaim" in p.stdout and "in the benchmark's own tasks" in p.stdout
+          and "threads w=1 r=1 size=128 memory-pressure plain (1 of 1)" in p.stdout
+          and "libdummy (1 of 1)" not in p.stdout,
+          f"no warning naming the plain runs without direct reclaim: {p.stdout}")
+    check("WARNING: some plain runs saw no direct reclaim" in p.stdout, "no closing warning")
+    check("CPU contention" not in p.stdout, "a filler within its budget was warned about")
     check(p.stderr.count("rep 1/1") == 0, "-q still printed progress")
+
+    # A filler over HELPER_CPU_WARN is a warning too; --filler-cpu reaches ppipe-bench.
+    log = t.path("filler.log")
+    p = t.run(t.fast("--memory-pressure=memcg", "--filler-cpu", "60", "-q"),
+              env={"FAKE_BENCH_LOG": log})
+    check(p.returncode == 0, f"--filler-cpu run failed: {p.stderr.strip()}")
+    check(all(r["argv"][r["argv"].index("--filler-cpu") + 1] == "60"
+              for r in read_log(log) if "--memory-pressure=memcg" in r["argv"]),
+          "--filler-cpu 60 did not reach ppipe-bench")
+    check("CPU contention" in p.stdout and "(filler)" in p.stdout
+          and "(up to 60%)" in p.stdout, f"no warning about a filler at 60%: {p.stdout}")
+
+    # hog: the seeds' global stress-ng, by name; its CPU is warned about.
+    out, log = t.path("hog.json"), t.path("hog.log")
+    p = t.run(t.fast("--memory-pressure=hog", "-q", "--json", out),
+              env={"FAKE_BENCH_LOG": log})
+    check(p.returncode == 0, f"hog pressure run failed: {p.stderr.strip()[-400:]}")
+    check(all("--memory-pressure=hog" in r["argv"] for r in read_log(log)
+              if any(a.startswith("--memory-pressure") for a in r["argv"])),
+          "--memory-pressure=hog did not reach ppipe-bench")
+    doc = load(out)
+    check(doc["settings"]["pressure_mode"] == "hog"
+          and all(r["pressure_mode"] == "hog" for r in doc["results"]), "hog: pressure_mode")
+    check("under memory pressure (hog)" in p.stdout and "memory-pressure=hog plain" in p.stdout
+          and "(stress-ng)" in p.stdout and "pgscan_direct/s" in p.stdout,
+          f"hog: labels, CPU warning, the system's scans: {p.stdout}")
+    p = t.run(["fleet", out])
+    check(p.returncode == 0 and " quick libdummy memory-pressure=hog " in p.stdout,
+          f"fleet: the hog is a kind of run of its own: {p.stdout}")
+
+    for args, words in ((["--memory-pressure=bogus"], ["--memory-pressure", "bogus"]),
+                        (["--memory-pressure=hog", "--filler-cpu", "20"],
+                         ["--filler-cpu", "memcg"]),
+                        (["--filler-cpu", "20"], ["--filler-cpu", "memcg"]),
+                        (["--memory-pressure", "--filler-cpu", "0"], ["--filler-cpu"]),
+                        (["--memory-pressure", "--filler-cpu", "101"], ["--filler-cpu"])):
+        lines = check_error(t, t.fast(*args), 2, words)
+        check(len(lines) == 1, f"{args}: more than one line: {lines}")
+
+
+def check_pressure_and_config(t):
+    """Memory pressure modes; configured tokens instead of --bench/--lib;
+    medians of 3 reps."""
+    check_pressure_modes(t)
     with open(t.runner, encoding="utf-8") as f:
         text = f.read()
     if "@" + "BENCH" + "@" not in text:

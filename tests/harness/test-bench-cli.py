@@ -43,6 +43,10 @@ BAD = [
     (["--mode", "fibers"], "--mode"),
     (["--cpus-writers", "1-"], "--cpus-writers"),
     (["--pressure-limit", "1M"], "--pressure-limit"),
+    (["--memory-pressure=bogus"], "--memory-pressure"),
+    (["--memory-pressure=", "-d", "0.01"], "--memory-pressure"),
+    (["--filler-cpu", "0"], "--filler-cpu"),
+    (["--filler-cpu", "101"], "--filler-cpu"),
     (["--bogus"], "--bogus"),
     (["-s"], "-s"),
     (["stray"], "stray"),
@@ -80,8 +84,10 @@ if p.returncode == 0:
     for key in ("tool", "version", "mode", "writers", "readers", "size", "pipe_size",
                 "work_ns", "mbps", "writes_per_s", "write_time_share", "work_avg_ns",
                 "lat_avg_ns", "lat_p50_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns",
-                "per_writer", "pressure", "preloaded"):
+                "per_writer", "memory_pressure", "pressure_mode", "pressure", "preloaded"):
         check(key in r, f"JSON has {key}")
+    check(r.get("memory_pressure") is False and r.get("pressure_mode") is None
+          and r.get("pressure") is None, "no --memory-pressure: no pressure")
     check(r.get("mode") == "threads" and r.get("writers") == 2 and r.get("readers") == 3,
           "JSON echoes the configuration")
     check(r.get("mbps", 0) > 0 and r.get("writes", 0) > 0, "JSON reports progress")
@@ -141,9 +147,10 @@ p = run(["-s", "4096", "-d", "0.2"], preload=CORRUPT,
         env_extra={"PPIPE_TEST_CORRUPT": "drop", "PPIPE_TEST_CORRUPT_EVERY": "5"})
 check(p.returncode == 1 and "verification failed" in p.stderr, "byte count catches a drop", p)
 
-# --memory-pressure fails fast, naming stress-ng, when it is not installed.
+# --memory-pressure=hog fails fast, naming stress-ng, when it is not installed
+# (memcg, the default mode, needs no stress-ng).
 with tempfile.TemporaryDirectory() as empty:
-    p = run(["-d", "0.01", "--memory-pressure"], env_extra={"PATH": empty})
+    p = run(["-d", "0.01", "--memory-pressure=hog"], env_extra={"PATH": empty})
     check(p.returncode == 3 and "stress-ng" in p.stderr, "missing stress-ng is named", p)
 
 for f in failures:

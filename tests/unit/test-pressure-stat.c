@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Reading "key value" files such as /proc/vmstat and memory.stat. */
+/* Reading "key value" files such as /proc/vmstat and memory.stat, and PSI files. */
 #include "pressure.h"
 
 #include <stdio.h>
@@ -34,6 +34,22 @@ int main(void)
 	}
 	if (!pressure_read_stat("/nonexistent/file", "x", &v)) {
 		fprintf(stderr, "a missing file must fail\n");
+		failures++;
+	}
+	/* A PSI file: the "some" line's total, not the "full" one's. */
+	f = fopen(path, "w");
+	fprintf(f, "some avg10=0.50 avg60=0.10 avg300=0.02 total=4711\n"
+		   "full avg10=0.00 avg60=0.00 avg300=0.00 total=99\n");
+	fclose(f);
+	if (pressure_read_psi_some(path, &v) || v != 4711) {
+		fprintf(stderr, "psi some: got %llu\n", (unsigned long long)v);
+		failures++;
+	}
+	f = fopen(path, "w");
+	fprintf(f, "full avg10=0.00 avg60=0.00 avg300=0.00 total=99\n");
+	fclose(f);
+	if (!pressure_read_psi_some(path, &v)) {
+		fprintf(stderr, "psi: a file without a some line must fail\n");
 		failures++;
 	}
 	unlink(path);
