@@ -80,9 +80,8 @@ struct pp_engine_ops {
 	 * given up first. Returns whether any was.
 	 */
 	bool (*fds_closing)(unsigned int lo, unsigned int hi);
-	/* pthread_atfork: before fork, in the parent after, in the child after. */
+	/* pthread_atfork: before fork, and in the child after (the parent goes on as it was). */
 	void (*fork_prepare)(void);
-	void (*fork_parent)(void);
 	void (*fork_child)(void);
 	/* Before exec or posix_spawn; @bounded: the image goes on (spawn, a vfork child's exec). */
 	void (*exec)(bool bounded);

@@ -732,7 +732,6 @@ const struct pp_engine_ops pp_engine_vmsplice = {
 	.close_end = close_nothing,
 	.fds_closing = owns_no_fd,
 	.fork_prepare = nothing,
-	.fork_parent = nothing,
 	.fork_child = nothing,
 	.exec = exec_nothing,
 	.exit = nothing,

@@ -702,10 +702,6 @@ PP_COMMON static void wb_fork_prepare(void)
 	pp_stages_flush_all(true);
 }
 
-static void wb_fork_parent(void)
-{
-}
-
 PP_COMMON static void wb_fork_child(void)
 {
 	/* The service did not come along: every stage goes, and the service starts anew. */
@@ -736,7 +732,6 @@ const struct pp_engine_ops pp_engine_writebehind = {
 	.close_end = pp_stage_close,
 	.fds_closing = pp_stage_fds_closing,
 	.fork_prepare = wb_fork_prepare,
-	.fork_parent = wb_fork_parent,
 	.fork_child = wb_fork_child,
 	.exec = pp_stages_flush_all,
 	.exit = wb_exit,

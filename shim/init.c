@@ -59,12 +59,6 @@ PP_COMMON static void before_fork(void)
 		pp_reg_claimed_hold(1);
 }
 
-PP_COMMON static void after_fork_parent(void)
-{
-	if (pp_engine_hooks())
-		pp_engine->fork_parent();
-}
-
 PP_COMMON static void after_fork_child(void)
 {
 	/* A vfork flag left up in this thread belongs to the parent's past. */
@@ -333,7 +327,7 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 		pp_exec_forget_inherited(
 			environ); /* for libppipe only: the program never sees it */
 	}
-	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	pthread_atfork(before_fork, NULL, after_fork_child);
 	atexit(at_exit);
 	__atomic_store_n(&pp_is_active, true, __ATOMIC_RELEASE);
 }
