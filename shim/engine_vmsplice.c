@@ -529,10 +529,9 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	r = pp_ring_get(&p->rings, &p->gen, capacity);
 	if (!r) {
 		op_end_outlet(&op);
-		/* Look again now and then: pressure ends without a ring. */
+		/* Trimming idle rings may make room under the cap. */
 		maybe_trim(now_ns());
-		return decline(p, pp_psi_active() ? "memory pressure: no new ring" :
-						    "pool cap reached");
+		return decline(p, "no ring: pool cap reached or mapping failed");
 	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE)) {
 		op_end_outlet(&op);

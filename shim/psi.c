@@ -7,11 +7,16 @@
  * ours, no fd kept open): it reads the file, and the stall time since the
  * last reading, as a share of the wall time, is the pressure. At or above
  * PPIPE_PSI percent, rings not written since the last reading give all
- * their memory back and no new ring is made until pressure falls.
+ * their memory back. Busy rings and new ones are left alone: a ring's
+ * pages are charged once, where a plain pipe write allocates and charges
+ * a page per 4 KiB under pipe->mutex, which is what pressure makes slow
+ * (docs/design.md, "Ring memory and memory pressure").
  *
  * The file is PPIPE_PSI_FILE if set, else the process's own cgroup v2
- * memory.pressure (what its memory.max makes it wait for), else the
- * system's /proc/pressure/memory. Raw system calls, no allocation.
+ * memory.pressure (what its memory.max makes it wait for), in the v2
+ * hierarchy at /sys/fs/cgroup or, beside v1 controllers, at
+ * /sys/fs/cgroup/unified; else the system's /proc/pressure/memory. Raw
+ * system calls, no allocation.
  */
 #include "psi.h"
 
@@ -24,7 +29,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define CGROUP_ROOT "/sys/fs/cgroup"
+/* Where the cgroup v2 hierarchy is mounted: alone, or beside v1 ("hybrid"). */
+static const char *const cgroup_roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
 
 static char path[320];
 static bool path_known, unavailable;
@@ -73,11 +79,10 @@ bool pp_psi_parse_some_total(const char *text, uint64_t *total_us)
 	return false;
 }
 
-/* This process's cgroup v2 memory.pressure, if it has one. */
-static bool cgroup_path(char *out, size_t len)
+/* This process's cgroup v2 path ("/" for the root), from /proc/self/cgroup. */
+static bool cgroup_rel(char *out, size_t len)
 {
 	char buf[512], *line, *nl;
-	size_t n;
 
 	if (read_small("/proc/self/cgroup", buf, sizeof(buf)) <= 0)
 		return false;
@@ -85,29 +90,42 @@ static bool cgroup_path(char *out, size_t len)
 		nl = strchr(line, '\n');
 		if (nl)
 			*nl = 0;
-		if (strncmp(line, "0::/", 4))
+		if (strncmp(line, "0::/", 4) || strlen(line + 3) + 1 > len)
 			continue;
-		n = strlen(CGROUP_ROOT) + strlen(line + 3) + strlen("/memory.pressure");
-		if (n + 1 > len)
-			return false;
-		strcpy(out, CGROUP_ROOT);
-		strcat(out, line + 3);
-		strcat(out, strcmp(line + 3, "/") ? "/memory.pressure" : "memory.pressure");
+		strcpy(out, line + 3);
 		return true;
 	}
 	return false;
 }
 
+/* The memory.pressure of cgroup @rel under @root into @out, if it fits. */
+static bool pressure_file(char *out, size_t len, const char *root, const char *rel)
+{
+	if (strlen(root) + strlen(rel) + strlen("/memory.pressure") + 1 > len)
+		return false;
+	strcpy(out, root);
+	strcat(out, rel);
+	strcat(out, strcmp(rel, "/") ? "/memory.pressure" : "memory.pressure");
+	return true;
+}
+
 static void choose_path(void)
 {
-	char buf[256];
+	char buf[256], rel[256];
+	bool found = false;
 
 	path_known = true;
 	if (pp_cfg.psi_file[0]) {
 		strncpy(path, pp_cfg.psi_file, sizeof(path) - 1);
-	} else if (!cgroup_path(path, sizeof(path)) || read_small(path, buf, sizeof(buf)) <= 0) {
-		strcpy(path, "/proc/pressure/memory");
+		found = true;
+	} else if (cgroup_rel(rel, sizeof(rel))) {
+		for (size_t i = 0; i < sizeof(cgroup_roots) / sizeof(cgroup_roots[0]) && !found;
+		     i++)
+			found = pressure_file(path, sizeof(path), cgroup_roots[i], rel) &&
+				read_small(path, buf, sizeof(buf)) > 0;
 	}
+	if (!found)
+		strcpy(path, "/proc/pressure/memory");
 	if (read_small(path, buf, sizeof(buf)) <= 0 ||
 	    !pp_psi_parse_some_total(buf, &last_total_us)) {
 		unavailable = true;

@@ -5,7 +5,6 @@
 #include "fault.h"
 #include "log.h"
 #include "pool.h"
-#include "psi.h"
 #include "sys.h"
 #include "thp.h"
 
@@ -82,9 +81,6 @@ static struct pp_ring *ring_create(uint32_t capacity)
 	bool thp, huge;
 	char *base;
 
-	/* Under memory pressure the pool does not grow. */
-	if (pp_psi_active())
-		return NULL;
 	if (size < 32 * page)
 		size = 32 * page;
 	size = round_up(size, page);
