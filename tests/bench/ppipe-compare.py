@@ -83,6 +83,8 @@ TIME_RATIO_NOTE = ("preloaded/plain time per operation: 1.00 = free, "
                    "above 1 = costs, lower is better")
 # --memory-pressure=MODE (ppipe-bench's names); the first is the default.
 PRESSURE_MODES = ("memcg", "hog")
+# In a list of conditions (--memory-pressure=none,memcg): no pressure.
+NO_PRESSURE = "none"
 # A helper that takes more than this share of one CPU makes a pressure run
 # measure CPU contention as well: the report says so.
 HELPER_CPU_WARN = 0.5
@@ -217,6 +219,23 @@ def cpu_pin(text):
     return text
 
 
+def pressure_conditions(text):
+    """--memory-pressure's value: one mode, or a list of conditions (modes
+    and "none"), each at most once, at least one of them a mode."""
+    names = text.split(",")
+    for name in names:
+        if name not in PRESSURE_MODES + (NO_PRESSURE,):
+            raise argparse.ArgumentTypeError(
+                f"'{name}' is not one of {', '.join(PRESSURE_MODES)} "
+                f"(or {NO_PRESSURE} in a list)")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"'{text}' names a condition twice")
+    if all(name == NO_PRESSURE for name in names):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' has no pressure mode: leave the option out for none")
+    return text
+
+
 def run_parser():
     """Parser for the default (benchmark) command."""
     p = Parser(prog=PROG, description="Compare ppipe-bench on plain pipes "
@@ -249,12 +268,14 @@ def run_parser():
                    help="pin writers and readers, e.g. 0:1 (ppipe-bench "
                    "--cpus-writers/--cpus-readers)")
     p.add_argument("--memory-pressure", nargs="?", const="memcg",
-                   choices=PRESSURE_MODES, metavar="MODE",
+                   type=pressure_conditions, metavar="MODE[,MODE...]",
                    help="run every configuration under memory pressure: "
                    "memcg (the default) in a memory cgroup a page-cache "
                    "filler of bounded CPU keeps full; hog: the kernel "
                    "series' global stress-ng --vm (ppipe-bench "
-                   "--memory-pressure=MODE)")
+                   "--memory-pressure=MODE). A list such as none,memcg,hog "
+                   "runs each configuration under each condition, "
+                   "interleaved in every repetition, and compares them")
     p.add_argument("--filler-cpu", type=percent, metavar="PCT",
                    help="memcg pressure: the filler's CPU budget in percent "
                    "of one CPU (ppipe-bench's default: 15)")
@@ -915,6 +936,80 @@ def run_overhead_row(c, program, lib, envs, reps, progress, prefix):
     return result
 
 
+def condition_configs(c, settings):
+    """The configuration c under each pressure condition of the run: one
+    copy, or one per condition of --memory-pressure=none,memcg,..."""
+    modes = settings.get("pressure_modes")
+    if not modes:
+        c = dict(c, memory_pressure=settings["memory_pressure"])
+        if settings["memory_pressure"]:
+            c["pressure_mode"] = settings["pressure_mode"]
+        return [c]
+    out = []
+    for mode in modes:
+        cc = dict(c, memory_pressure=mode != NO_PRESSURE)
+        if mode != NO_PRESSURE:
+            cc["pressure_mode"] = mode
+        out.append(cc)
+    return out
+
+
+def run_conditions(conds, programs, lib, envs, settings, opts, progress,
+                   prefix):
+    """Run one configuration under each of its conditions: every
+    repetition runs each condition in turn, and in each the plain side and
+    then the library's, so that all of them share the machine's moods.
+    Returns a result per condition."""
+    sides = list(envs)
+    reps = settings["reps"]
+    pipeline = conds[0]["matrix"] == "pipeline"
+    duration = settings["pipeline_duration_s" if pipeline else "duration_s"]
+    runs = [{side: [] for side in sides} for _ in conds]
+    pipe_sizes = []
+    for rep in range(1, reps + 1):
+        for k, c in enumerate(conds):
+            copts = dict(opts, memory_pressure=c["memory_pressure"],
+                         pressure_mode=c.get("pressure_mode"))
+            for side in sides:
+                progress.show(f"{prefix} {label(c)} rep {rep}/{reps} {side}")
+                side_lib = lib if side != "baseline" else None
+                if pipeline:
+                    cmd = pipeline_command(programs["stage"], c,
+                                           ["-d", f"{duration:g}"], copts,
+                                           side_lib)
+                else:
+                    cmd = bench_command(programs["bench"], c, duration,
+                                        copts, side_lib)
+                status, data, err = run_bench(cmd, envs[side], duration + 120)
+                runs[k][side].append(rep_record(c, side, status, data, err,
+                                                opts["verify"]))
+                if pipeline and isinstance(data.get("pipe_size"), int):
+                    pipe_sizes.append(data["pipe_size"])
+                progress.step()
+    results = []
+    for k, c in enumerate(conds):
+        result = dict(c)
+        if pipe_sizes:
+            # The size the consumer read from (the kernel's default).
+            result["pipe_size"] = statistics.mode(pipe_sizes)
+        result["baseline"] = summarize(runs[k]["baseline"])
+        if is_multi(envs):
+            result["configs"] = {
+                side: side_result(runs[k][side], result["baseline"])
+                for side in lib_sides(envs)}
+            results.append(result)
+            continue
+        result["shim"] = summarize(runs[k]["shim"])
+        base, shim = result["baseline"], result["shim"]
+        result["ratio_mbps"] = ratio(base["mbps"], shim["mbps"])
+        result["ratio_lat_avg"] = ratio(base["lat_avg_ns"],
+                                        shim["lat_avg_ns"])
+        result["ratio_lat_p99"] = ratio(base["lat_p99_ns"],
+                                        shim["lat_p99_ns"])
+        results.append(result)
+    return results
+
+
 def run_matrix(configs, programs, lib, envs, settings, quiet):
     """Run every configuration and repetition; return the result list.
 
@@ -922,14 +1017,16 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
     (for the overhead matrix) "overhead"; envs the sides in the order
     each repetition runs them (child_envs).
     """
-    reps = settings["reps"]
     sides = list(envs)
     opts = {"verify": settings["verify"],
             "memory_pressure": settings["memory_pressure"],
             "pressure_mode": settings.get("pressure_mode"),
             "filler_cpu": settings.get("filler_cpu"),
             "pin": settings["pin"]}
-    progress = Progress(sum(config_reps(c, settings) for c in configs)
+    conditions = settings.get("pressure_modes")
+    progress = Progress(sum(config_reps(c, settings)
+                            * (1 if is_overhead(c) else len(conditions or [0]))
+                            for c in configs)
                         * len(sides), settings["duration_s"], quiet)
     results = []
     try:
@@ -940,52 +1037,9 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
                     config_reps(c, settings), progress,
                     f"[{i}/{len(configs)}]"))
                 continue
-            c = dict(c, memory_pressure=settings["memory_pressure"])
-            if settings["memory_pressure"]:
-                c["pressure_mode"] = settings["pressure_mode"]
-            pipeline = c["matrix"] == "pipeline"
-            duration = settings["pipeline_duration_s" if pipeline
-                                else "duration_s"]
-            runs = {side: [] for side in sides}
-            pipe_sizes = []
-            for rep in range(1, reps + 1):
-                for side in sides:
-                    progress.show(f"[{i}/{len(configs)}] {label(c)} "
-                                  f"rep {rep}/{reps} {side}")
-                    side_lib = lib if side != "baseline" else None
-                    if pipeline:
-                        cmd = pipeline_command(programs["stage"], c,
-                                               ["-d", f"{duration:g}"], opts,
-                                               side_lib)
-                    else:
-                        cmd = bench_command(programs["bench"], c, duration,
-                                            opts, side_lib)
-                    status, data, err = run_bench(cmd, envs[side],
-                                                  duration + 120)
-                    runs[side].append(rep_record(c, side, status, data, err,
-                                                 opts["verify"]))
-                    if pipeline and isinstance(data.get("pipe_size"), int):
-                        pipe_sizes.append(data["pipe_size"])
-                    progress.step()
-            result = dict(c)
-            if pipe_sizes:
-                # The size the consumer read from (the kernel's default).
-                result["pipe_size"] = statistics.mode(pipe_sizes)
-            result["baseline"] = summarize(runs["baseline"])
-            if is_multi(envs):
-                result["configs"] = {
-                    side: side_result(runs[side], result["baseline"])
-                    for side in lib_sides(envs)}
-                results.append(result)
-                continue
-            result["shim"] = summarize(runs["shim"])
-            base, shim = result["baseline"], result["shim"]
-            result["ratio_mbps"] = ratio(base["mbps"], shim["mbps"])
-            result["ratio_lat_avg"] = ratio(base["lat_avg_ns"],
-                                            shim["lat_avg_ns"])
-            result["ratio_lat_p99"] = ratio(base["lat_p99_ns"],
-                                            shim["lat_p99_ns"])
-            results.append(result)
+            results += run_conditions(
+                condition_configs(c, settings), programs, lib, envs,
+                settings, opts, progress, f"[{i}/{len(configs)}]")
     finally:
         progress.finish()
     return results
@@ -1081,6 +1135,8 @@ def pressure_label(mp, mode=None):
     """Header words for the memory pressure setting (and its mode)."""
     if not mp:
         return "no memory pressure"
+    if mode and "," in mode:
+        return f"under each of: {mode.replace(',', ', ')}"
     return f"under memory pressure ({mode})" if mode else \
         "under memory pressure"
 
@@ -1089,7 +1145,8 @@ def group_by(rows, fields):
     """Group (result, ...) rows by result fields, keeping first-seen order."""
     groups = {}
     for row in rows:
-        groups.setdefault(tuple(row[0][f] for f in fields), []).append(row)
+        groups.setdefault(tuple(row[0].get(f) for f in fields),
+                          []).append(row)
     return groups
 
 
@@ -1209,6 +1266,8 @@ def table_groups(rows, note):
         else:
             fields = ("mode", "writers", "readers", "pipe_size",
                       "memory_pressure")
+        # memcg and hog runs of one file are tables of their own.
+        fields += ("pressure_mode",)
         for key, grows in group_by(mrows, fields).items():
             k = dict(zip(fields, key))
             mode, pipe = k["mode"], human_bytes(k["pipe_size"])
@@ -1298,13 +1357,18 @@ def side_by_side_tables(results, sides, note):
 def summary_line(rows, what):
     """Geometric mean, min and max of b/a throughput per matrix."""
     parts = []
-    for matrix, mrows in group_by(rows, ("matrix",)).items():
+    conditions = len({r[0].get("memory_pressure") for r in rows} |
+                     {r[0].get("pressure_mode") for r in rows}) > 2
+    for (matrix, mode), mrows in group_by(
+            rows, ("matrix", "pressure_mode")).items():
         values = [ratio(r[1]["mbps"], r[2]["mbps"]) for r in mrows]
         values = [v for v in values if v]
         if not values:
             continue
         geo = math.exp(statistics.fmean(math.log(v) for v in values))
-        parts.append(f"{matrix[0]} geomean {geo:.3f} "
+        if conditions:
+            matrix += f" ({mode or NO_PRESSURE})"
+        parts.append(f"{matrix} geomean {geo:.3f} "
                      f"(min {min(values):.3f}, max {max(values):.3f}, "
                      f"{len(values)} configs)")
     return f"Summary, {what} MB/s: " + "; ".join(parts)
@@ -1530,6 +1594,63 @@ def pressure_evidence(results):
     return lines + table_lines(header, body, indent=2, align="llrrrr") + [""]
 
 
+def conditions_table(results, modes, note):
+    """With --memory-pressure=none,memcg,...: each configuration's ratio
+    under each condition side by side, and each pressure mode's ratio over
+    the ratio without pressure, measured in the same repetitions."""
+    if any("ratio_mbps" not in r for r in results):
+        return []
+    cells = {}
+    for r in results:
+        key = tuple(r.get(f) for f in ("matrix", "mode", "writers", "readers",
+                                       "hops", "size", "pipe_size",
+                                       "work_x"))
+        cells.setdefault(key, {})[r.get("pressure_mode") or NO_PRESSURE] = r
+    against = [m for m in modes if m != NO_PRESSURE] \
+        if NO_PRESSURE in modes else []
+    lines = [f"== Each configuration under each condition ({note}, "
+             "interleaved in every repetition) ==",
+             f"   plain -> {shim_name()} MB/s and the ratio per condition"
+             + ("; vs none: the ratio under pressure over the ratio "
+                "without it" if against else ""), ""]
+    header = ["configuration"]
+    for m in modes:
+        header += [f"{m}: MB/s", "ratio"]
+    header += [f"{m} vs none" for m in against]
+    body, ratios = [], {m: [] for m in modes}
+    change = {m: [] for m in against}
+    for per in cells.values():
+        first = next(iter(per.values()))
+        row = [evidence_row(first)]
+        for m in modes:
+            r = per.get(m)
+            if r is None:
+                row += ["-", "-"]
+                continue
+            row += [f"{fmt_num(r['baseline']['mbps'])} -> "
+                    f"{fmt_num(r['shim']['mbps'])}",
+                    f"{r['ratio_mbps']:.2f}" if r["ratio_mbps"] else "n/a"]
+            if r["ratio_mbps"]:
+                ratios[m].append(r["ratio_mbps"])
+        for m in against:
+            a, b = per.get(NO_PRESSURE), per.get(m)
+            if a and b and a["ratio_mbps"] and b["ratio_mbps"]:
+                v = b["ratio_mbps"] / a["ratio_mbps"]
+                change[m].append(v)
+                row.append(f"{100 * (v - 1):+.0f}%")
+            else:
+                row.append("n/a")
+        body.append(row)
+    geo = ["geomean"]
+    for m in modes:
+        geo += ["", f"{geomean(ratios[m]):.2f}" if ratios[m] else "n/a"]
+    geo += [f"{100 * (geomean(change[m]) - 1):+.0f}%" if change[m] else "n/a"
+            for m in against]
+    align = "l" + "rr" * len(modes) + "r" * len(against)
+    return lines + table_lines(header, body + [geo], indent=2,
+                               align=align) + [""]
+
+
 def memcpy_reference(bench, envs):
     """One thread's memcpy bandwidth for 1 MiB blocks, MB/s (None if unknown)."""
     return measure_memcpy(bench, envs, 1048576)[0]
@@ -1561,8 +1682,8 @@ def run_report(results, settings, memcpy_mbps=None):
     over_settings = settings.get("overhead") or {}
     over_note = f"median of {over_settings.get('reps')}"
     skipped = over_settings.get("skipped") or {}
-    warning = pressure_warning(results) if settings["memory_pressure"] \
-        else []
+    pressured = [r for r in results if r.get("memory_pressure")]
+    warning = pressure_warning(pressured) if pressured else []
     if sides == ["baseline", "shim"]:
         rows = [(r, r["baseline"], r["shim"]) for r in results]
         view = View(RUN_METRICS, f"plain -> {shim_name()}", note, "ratio")
@@ -1586,8 +1707,12 @@ def run_report(results, settings, memcpy_mbps=None):
     if over:
         lines.append(overhead_spread_line(over))
     lines += memcpy_line(results, memcpy_mbps)
-    if settings["memory_pressure"] and results:
-        lines += [""] + pressure_evidence(results)
+    if settings.get("pressure_modes") and results:
+        lines += [""] + conditions_table(results, settings["pressure_modes"],
+                                         note)
+    for mode in dict.fromkeys(r.get("pressure_mode") for r in pressured):
+        lines += [""] + pressure_evidence(
+            [r for r in pressured if r.get("pressure_mode") == mode])
     if any("NO direct reclaim" in w for w in warning):
         lines.append("WARNING: some plain runs saw no direct reclaim (see top).")
     if any("CPU contention" in w for w in warning):
@@ -1725,13 +1850,13 @@ SHIM_COLOUR = "#2166ac"
 
 def svg_heatmap(svg, y, key, rows):
     """Writers x readers ratio heatmap; returns the next free y."""
-    mode, size, pipe, mp = key
+    mode, size, pipe, mp, pmode = key
     writers = sorted({r["writers"] for r in rows})
     readers = sorted({r["readers"] for r in rows})
     cw, ch, left = 170, 64, 110
     svg.text(20, y + 18, f"Throughput ratio {shim_name()}/plain: {mode}, "
              f"{size_label(size)} writes, {human_bytes(pipe)} pipe, "
-             f"{pressure_label(mp)}", size=15, weight="bold")
+             f"{pressure_label(mp, pmode)}", size=15, weight="bold")
     top = y + 70
     svg.text(left + cw * len(readers) / 2, top - 24, "readers", size=13,
              anchor="middle", weight="bold")
@@ -1787,10 +1912,10 @@ def nice_step(span, ticks=5):
 
 def svg_size_chart(svg, y, key, rows):
     """Throughput against write size, one line per side; returns next y."""
-    mode, w, r, pipe, mp = key
+    mode, w, r, pipe, mp, pmode = key
     rows = sorted(rows, key=lambda row: row["size"])
     svg.text(20, y + 18, f"Throughput vs write size: {mode} {w}x{r}, "
-             f"{human_bytes(pipe)} pipe, {pressure_label(mp)}",
+             f"{human_bytes(pipe)} pipe, {pressure_label(mp, pmode)}",
              size=15, weight="bold")
     x0, y0, pw, ph = 100, y + 40, SVG_WIDTH - 160, 280
     logs = [math.log2(row["size"]) for row in rows]
@@ -1965,14 +2090,15 @@ def svg_report(doc):
                  for m in MATRICES}
     sweep_groups = {}
     for r in by_matrix["sweep"]:
-        key = (r["mode"], r["size"], r["pipe_size"], r["memory_pressure"])
+        key = (r["mode"], r["size"], r["pipe_size"], r["memory_pressure"],
+               r.get("pressure_mode"))
         sweep_groups.setdefault(key, []).append(r)
     for key, rows in sweep_groups.items():
         y = svg_heatmap(body, y, key, rows)
     size_groups = {}
     for r in by_matrix["sizes"]:
         key = (r["mode"], r["writers"], r["readers"], r["pipe_size"],
-               r["memory_pressure"])
+               r["memory_pressure"], r.get("pressure_mode"))
         size_groups.setdefault(key, []).append(r)
     for key, rows in size_groups.items():
         y = svg_size_chart(body, y, key, rows)
@@ -2012,17 +2138,21 @@ def cmd_run(argv):
     if named and args.svg:
         parser.error("--svg draws plain pipes against one library: with "
                      "--config, use --json or --csv")
+    conditions = args.memory_pressure.split(",") if args.memory_pressure \
+        else []
     settings = {"matrix": args.preset,
                 "reps": args.reps or preset["reps"],
                 "duration_s": args.duration or preset["duration"],
                 "pipeline_duration_s": (args.duration
                                         or preset["pipeline_duration"]),
-                "memory_pressure": bool(args.memory_pressure),
+                "memory_pressure": bool(conditions),
                 "pressure_mode": args.memory_pressure,
                 "verify": args.verify,
                 "pin": args.pin}
+    if len(conditions) > 1:
+        settings["pressure_modes"] = conditions
     if args.filler_cpu is not None:
-        if args.memory_pressure != "memcg":
+        if "memcg" not in conditions:
             parser.error("--filler-cpu applies to --memory-pressure=memcg")
         settings["filler_cpu"] = args.filler_cpu
     configs = build_matrix(args.preset, args.only, args.memory_pressure)
@@ -2164,7 +2294,16 @@ def result_key(r):
     if is_overhead(r):
         return ("overhead", r["case"], r.get("size"))
     return (r["mode"], r["writers"], r["readers"], r.get("hops"), r["size"],
-            r["pipe_size"], r["memory_pressure"], r.get("work_x"))
+            r["pipe_size"], r["memory_pressure"], result_pressure_mode(r),
+            r.get("work_x"))
+
+
+def result_pressure_mode(r):
+    """A result's pressure mode: files from before the modes existed ran
+    the memcg filler."""
+    if not r.get("memory_pressure"):
+        return None
+    return r.get("pressure_mode") or PRESSURE_MODES[0]
 
 
 def side_values(r, side):

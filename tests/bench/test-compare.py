@@ -1141,6 +1141,68 @@ PRESSURE_KEYS = {"mode", "method", "stressor", "cgroup_limit", "wall_s", "vmstat
                  "direct_reclaim_scope"}
 
 
+def check_pressure_conditions(t):
+    """--memory-pressure=none,memcg,hog: each configuration under each
+    condition, interleaved within every repetition (plain, then the
+    library, per condition), a result per condition, and the table that
+    sets them side by side with each mode's ratio over the one without."""
+    out, log = t.path("conditions.json"), t.path("conditions.log")
+    p = t.run(t.fast("--memory-pressure=none,memcg,hog", "--filler-cpu", "20", "--reps", "2",
+                     "-q", "--json", out),
+              env={"FAKE_BENCH_LOG": log, "FAKE_BENCH_RECLAIM": "plain"})
+    check(p.returncode == 0, f"conditions run failed: {p.stderr.strip()[-400:]}")
+    runs = [r for r in read_log(log) if "--mode" in r["argv"]
+            and r["argv"][r["argv"].index("--mode") + 1] != "memcpy"
+            and "0.01" not in r["argv"]]
+
+    def condition(argv):
+        mode = next((a.split("=", 1)[1] for a in argv if a.startswith("--memory-pressure")),
+                    "none")
+        return mode, "--filler-cpu" in argv
+
+    first = [r for r in runs if r["argv"][r["argv"].index("-s") + 1] == "1"]
+    order = [(condition(r["argv"]), bool(r["preloaded"])) for r in first]
+    expect = [((mode, mode == "memcg"), lib) for _ in range(2)
+              for mode in ("none", "memcg", "hog") for lib in (False, True)]
+    check(order == expect, f"runs of one configuration, in order: {order}")
+    doc = load(out)
+    check(doc["settings"]["pressure_modes"] == ["none", "memcg", "hog"]
+          and doc["settings"]["memory_pressure"] is True, f"settings: {doc['settings']}")
+    kinds = [(r["size"], r["memory_pressure"], r.get("pressure_mode")) for r in doc["results"]]
+    check(kinds == [(size, mode != "none", None if mode == "none" else mode)
+                    for size in (1, 128, 4096) for mode in ("none", "memcg", "hog")],
+          f"a result per configuration and condition: {kinds}")
+    for r in doc["results"]:
+        check(len(r["baseline"]["reps"]) == 2 and len(r["shim"]["reps"]) == 2,
+              f"{r['size']} {r.get('pressure_mode')}: 2 reps per side")
+        check(all((rep.get("pressure") or {}).get("mode", "none") ==
+                  (r.get("pressure_mode") or "none") for rep in r["baseline"]["reps"]),
+              "a rep's pressure is its result's condition")
+    check("no memory pressure: small writes" in p.stdout
+          and "under memory pressure (memcg): small writes" in p.stdout
+          and "under memory pressure (hog): small writes" in p.stdout,
+          f"a table per condition: {p.stdout}")
+    m = re.search(r"Each configuration under each condition.*?\n\n(.*?)\n\n", p.stdout, re.S)
+    check(m is not None, f"no side-by-side table: {p.stdout}")
+    rows = m.group(1).splitlines()
+    check("none: MB/s" in rows[0] and "memcg vs none" in rows[0] and "hog vs none" in rows[0],
+          f"side-by-side header: {rows[0]}")
+    by_size = {r["size"]: {} for r in doc["results"]}
+    for r in doc["results"]:
+        by_size[r["size"]][r.get("pressure_mode") or "none"] = r["ratio_mbps"]
+    row = next(line for line in rows if "1x1 128 B" in line)
+    want = f"{100 * (by_size[128]['memcg'] / by_size[128]['none'] - 1):+.0f}%"
+    check(row.split()[-2] == want, f"memcg vs none of 128 B: {row} (want {want})")
+    check(rows[-1].lstrip().startswith("geomean"), f"no geomean row: {rows[-1]}")
+    check("Memory pressure evidence: memcg" in p.stdout
+          and "Memory pressure evidence: hog" in p.stdout, "an evidence table per mode")
+    check("small (none) geomean" in p.stdout and "small (hog) geomean" in p.stdout,
+          f"summary per condition: {p.stdout}")
+    # compare keeps the conditions apart: a file against itself, all 1.00.
+    p = t.run(["compare", out, out])
+    check(p.returncode == 0 and "hog" in p.stdout, f"compare of a conditions file: {p.stdout}")
+
+
 def check_pressure_modes(t):
     """--memory-pressure: memcg by default, hog by name, each passed to
     ppipe-bench; the evidence in the JSON and the text; the warnings about
@@ -1219,7 +1281,14 @@ def check_pressure_modes(t):
     check(p.returncode == 0 and " quick libdummy memory-pressure=hog " in p.stdout,
           f"fleet: the hog is a kind of run of its own: {p.stdout}")
 
+    check_pressure_conditions(t)
+
     for args, words in ((["--memory-pressure=bogus"], ["--memory-pressure", "bogus"]),
+                        (["--memory-pressure=memcg,memcg"], ["--memory-pressure", "twice"]),
+                        (["--memory-pressure=none"], ["--memory-pressure", "no pressure mode"]),
+                        (["--memory-pressure=none,bogus"], ["--memory-pressure", "bogus"]),
+                        (["--memory-pressure=none,hog", "--filler-cpu", "20"],
+                         ["--filler-cpu", "memcg"]),
                         (["--memory-pressure=hog", "--filler-cpu", "20"],
                          ["--filler-cpu", "memcg"]),
                         (["--filler-cpu", "20"], ["--filler-cpu", "memcg"]),
