@@ -490,6 +490,15 @@ static int open_filler_file(uint64_t size)
 			close(fd);
 			continue;
 		}
+		/*
+		 * No readahead: it fills (and reclaim then empties) the cache in
+		 * large folios, which left the cgroup hundreds of KiB below its
+		 * limit between the filler's reads, room enough for a plain
+		 * pipe's writer to charge its pages without ever reclaiming.
+		 * Page by page, the filler keeps the cgroup within a few pages
+		 * of the limit.
+		 */
+		posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 		return fd;
 	}
 	return -1;
