@@ -1594,10 +1594,25 @@ def pressure_evidence(results):
     return lines + table_lines(header, body, indent=2, align="llrrrr") + [""]
 
 
+def paired_change(none, pressed):
+    """The median over repetitions of (libppipe/plain under pressure) over
+    (libppipe/plain without), repetition by repetition; None if unknown."""
+    if not none or not pressed:
+        return None
+    values = []
+    for a, b, c, d in zip(none["baseline"]["reps"], none["shim"]["reps"],
+                          pressed["baseline"]["reps"], pressed["shim"]["reps"]):
+        if a["mbps"] > 0 and b["mbps"] > 0 and c["mbps"] > 0:
+            values.append((d["mbps"] / c["mbps"]) / (b["mbps"] / a["mbps"]))
+    return statistics.median(values) if values else None
+
+
 def conditions_table(results, modes, note):
     """With --memory-pressure=none,memcg,...: each configuration's ratio
-    under each condition side by side, and each pressure mode's ratio over
-    the ratio without pressure, measured in the same repetitions."""
+    under each condition side by side, and what each pressure mode does to
+    the ratio: in every repetition, the ratio under the mode over the ratio
+    without pressure (both measured back to back, so that the machine's
+    slower and faster spells fall on both), and the median of those."""
     if any("ratio_mbps" not in r for r in results):
         return []
     cells = {}
@@ -1611,8 +1626,9 @@ def conditions_table(results, modes, note):
     lines = [f"== Each configuration under each condition ({note}, "
              "interleaved in every repetition) ==",
              f"   plain -> {shim_name()} MB/s and the ratio per condition"
-             + ("; vs none: the ratio under pressure over the ratio "
-                "without it" if against else ""), ""]
+             + ("; vs none: the median over repetitions of the ratio under "
+                "pressure over the ratio without it in the same repetition"
+                if against else ""), ""]
     header = ["configuration"]
     for m in modes:
         header += [f"{m}: MB/s", "ratio"]
@@ -1633,9 +1649,8 @@ def conditions_table(results, modes, note):
             if r["ratio_mbps"]:
                 ratios[m].append(r["ratio_mbps"])
         for m in against:
-            a, b = per.get(NO_PRESSURE), per.get(m)
-            if a and b and a["ratio_mbps"] and b["ratio_mbps"]:
-                v = b["ratio_mbps"] / a["ratio_mbps"]
+            v = paired_change(per.get(NO_PRESSURE), per.get(m))
+            if v:
                 change[m].append(v)
                 row.append(f"{100 * (v - 1):+.0f}%")
             else:
