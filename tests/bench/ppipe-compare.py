@@ -958,7 +958,8 @@ def run_conditions(conds, programs, lib, envs, settings, opts, progress,
                    prefix):
     """Run one configuration under each of its conditions: every
     repetition runs each condition in turn, and in each the plain side and
-    then the library's, so that all of them share the machine's moods.
+    then the library's, so that the machine's slower and faster spells fall
+    on all of them.
     Returns a result per condition."""
     sides = list(envs)
     reps = settings["reps"]
@@ -1764,10 +1765,13 @@ def write_csv(path, results):
     throughput columns empty and fill their own, at the end (ratio_time
     is preloaded/plain time: lower is better)."""
     over = any(is_overhead(r) for r in results)
+    # Which pressure mode, only in runs under one: memcg and hog apart.
+    modes = ("pressure_mode",) if any(r.get("pressure_mode")
+                                      for r in results) else ()
     with open(path, "w", encoding="utf-8", newline="") as f:
         out = csv.writer(f)
         if "configs" in results[0]:
-            fields = MULTI_CSV_FIELDS \
+            fields = MULTI_CSV_FIELDS + modes \
                 + (MULTI_OVERHEAD_CSV_FIELDS if over else ())
             out.writerow(fields)
             for r in results:
@@ -1778,6 +1782,7 @@ def write_csv(path, results):
         # The work matrix's column only when it ran: other runs keep theirs.
         fields = CSV_FIELDS + (("work_ns",) if any("work_ns" in r
                                                    for r in results) else ())
+        fields += modes
         fields += OVERHEAD_CSV_FIELDS if over else ()
         out.writerow(fields)
         for r in results:

@@ -1147,8 +1147,9 @@ def check_pressure_conditions(t):
     library, per condition), a result per condition, and the table that
     sets them side by side with each mode's ratio over the one without."""
     out, log = t.path("conditions.json"), t.path("conditions.log")
+    table = t.path("conditions.csv")
     p = t.run(t.fast("--memory-pressure=none,memcg,hog", "--filler-cpu", "20", "--reps", "2",
-                     "-q", "--json", out),
+                     "-q", "--json", out, "--csv", table),
               env={"FAKE_BENCH_LOG": log, "FAKE_BENCH_RECLAIM": "plain"})
     check(p.returncode == 0, f"conditions run failed: {p.stderr.strip()[-400:]}")
     runs = [r for r in read_log(log) if "--mode" in r["argv"]
@@ -1202,6 +1203,12 @@ def check_pressure_conditions(t):
           and "Memory pressure evidence: hog" in p.stdout, "an evidence table per mode")
     check("small (none) geomean" in p.stdout and "small (hog) geomean" in p.stdout,
           f"summary per condition: {p.stdout}")
+    with open(table, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    check([(int(r["size"]), r["pressure_mode"]) for r in rows] ==
+          [(size, "" if mode == "none" else mode)
+           for size in (1, 128, 4096) for mode in ("none", "memcg", "hog")],
+          f"CSV rows tell the conditions apart: {rows[:3]}")
     # compare keeps the conditions apart: a file against itself, all 1.00.
     p = t.run(["compare", out, out])
     check(p.returncode == 0 and "hog" in p.stdout, f"compare of a conditions file: {p.stdout}")
