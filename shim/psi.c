@@ -79,23 +79,65 @@ bool pp_psi_parse_some_total(const char *text, uint64_t *total_us)
 	return false;
 }
 
-/* This process's cgroup v2 path ("/" for the root), from /proc/self/cgroup. */
+/*
+ * The "0::" line of a /proc/PID/cgroup: the cgroup v2 path. Beside v1
+ * controllers that line comes last, after one line per controller, so the
+ * file is scanned in small reads rather than read into one buffer it may
+ * not fit.
+ */
+bool pp_psi_cgroup_v2_path(int fd, char *out, size_t len)
+{
+	enum { LINE_START, ZERO, ZERO_COLON, PATH, OTHER } st = LINE_START;
+	size_t n = 0;
+	char chunk[128];
+	long got;
+
+	while (st != PATH || n == 0 || out[n - 1] != '\n') {
+		got = syscall(SYS_read, fd, chunk, sizeof(chunk));
+		if (got <= 0)
+			break;
+		for (long i = 0; i < got && !(st == PATH && n && out[n - 1] == '\n'); i++) {
+			char c = chunk[i];
+
+			switch (st) {
+			case LINE_START:
+				st = c == '0' ? ZERO : c == '\n' ? LINE_START : OTHER;
+				break;
+			case ZERO:
+				st = c == ':' ? ZERO_COLON : c == '\n' ? LINE_START : OTHER;
+				break;
+			case ZERO_COLON:
+				st = c == ':' ? PATH : c == '\n' ? LINE_START : OTHER;
+				break;
+			case PATH:
+				if (n + 1 >= len)
+					return false;
+				out[n++] = c;
+				break;
+			case OTHER:
+				st = c == '\n' ? LINE_START : OTHER;
+				break;
+			}
+		}
+	}
+	if (st != PATH)
+		return false;
+	if (n && out[n - 1] == '\n')
+		n--;
+	out[n] = 0;
+	return n > 0 && out[0] == '/';
+}
+
 static bool cgroup_rel(char *out, size_t len)
 {
-	char buf[512], *line, *nl;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	bool found;
 
-	if (read_small("/proc/self/cgroup", buf, sizeof(buf)) <= 0)
+	if (fd < 0)
 		return false;
-	for (line = buf; line && *line; line = nl ? nl + 1 : NULL) {
-		nl = strchr(line, '\n');
-		if (nl)
-			*nl = 0;
-		if (strncmp(line, "0::/", 4) || strlen(line + 3) + 1 > len)
-			continue;
-		strcpy(out, line + 3);
-		return true;
-	}
-	return false;
+	found = pp_psi_cgroup_v2_path(fd, out, len);
+	syscall(SYS_close, fd);
+	return found;
 }
 
 /* The memory.pressure of cgroup @rel under @root into @out, if it fits. */

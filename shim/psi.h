@@ -9,6 +9,7 @@
 #define PP_PSI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -22,6 +23,12 @@ bool pp_psi_active(void);
 uint64_t pp_psi_episodes(void);
 void pp_psi_after_fork_child(void);
 
+/*
+ * The cgroup v2 path ("/..."), from the "0::" line of the /proc/PID/cgroup
+ * contents read from @fd, into @out (@len bytes); false without one, or if
+ * it does not fit (exposed for tests).
+ */
+bool pp_psi_cgroup_v2_path(int fd, char *out, size_t len);
 /* Parses the "some ... total=N" line of a PSI file's @text (exposed for tests). */
 bool pp_psi_parse_some_total(const char *text, uint64_t *total_us);
 

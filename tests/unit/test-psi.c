@@ -62,6 +62,45 @@ static void test_parse(void)
 	      "the some line after another, no newline at the end: %llu", (unsigned long long)v);
 }
 
+/* The cgroup v2 path from the text @text of a /proc/PID/cgroup file, or "" if none. */
+static const char *v2_path(const char *text, size_t len)
+{
+	static char out[256];
+	char name[] = "/tmp/ppipe-test-cgroup.XXXXXX";
+	int fd = mkstemp(name);
+	bool found;
+
+	CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text) &&
+		      lseek(fd, 0, SEEK_SET) == 0,
+	      "temporary cgroup file");
+	unlink(name);
+	found = pp_psi_cgroup_v2_path(fd, out, len);
+	close(fd);
+	return found ? out : "";
+}
+
+static void test_cgroup_path(void)
+{
+	char text[4096] = "";
+	int at = 0;
+
+	CHECK(!strcmp(v2_path("0::/user.slice/a.scope\n", 256), "/user.slice/a.scope"), "v2 only");
+	CHECK(!strcmp(v2_path("0::/\n", 256), "/"), "the root cgroup");
+	CHECK(!strcmp(v2_path("0::/x", 256), "/x"), "no newline at the end");
+	CHECK(!strcmp(v2_path("10:memory:/a\n1:name=systemd:/b\n", 256), ""), "v1 only");
+	CHECK(!strcmp(v2_path("10::/not-v2\n0::/v2\n", 256), "/v2"), "10:: is not 0::");
+	CHECK(!strcmp(v2_path("0::/abcdefgh\n", 8), ""), "a path that does not fit");
+	CHECK(!strcmp(v2_path("", 256), ""), "empty");
+	/* Beside v1: a line per controller first, long enough to pass 1 KiB. */
+	for (int i = 12; i > 0; i--)
+		at += snprintf(text + at, sizeof(text) - (size_t)at,
+			       "%d:controller%d:/system.slice/docker-%064d.scope\n", i, i, i);
+	snprintf(text + at, sizeof(text) - (size_t)at, "0::/system.slice/unified.scope\n");
+	CHECK(strlen(text) > 1024, "the hybrid file is long");
+	CHECK(!strcmp(v2_path(text, 256), "/system.slice/unified.scope"),
+	      "the 0:: line after a kilobyte of v1 lines");
+}
+
 static void test_poll(void)
 {
 	uint64_t t = 1000 * MS;
@@ -106,6 +145,7 @@ static void test_poll(void)
 int main(void)
 {
 	test_parse();
+	test_cgroup_path();
 	test_poll();
 	if (failures)
 		fprintf(stderr, "test-psi: %d failure(s)\n", failures);
