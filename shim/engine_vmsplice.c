@@ -529,7 +529,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	r = pp_ring_get(&p->rings, &p->gen, capacity);
 	if (!r) {
 		op_end_outlet(&op);
-		/* Trimming idle rings may make room under the cap. */
+		/* Writes that get no ring still look after the idle rings, and PSI. */
 		maybe_trim(now_ns());
 		return decline(p, "no ring: pool cap reached or mapping failed");
 	}

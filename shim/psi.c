@@ -87,43 +87,33 @@ bool pp_psi_parse_some_total(const char *text, uint64_t *total_us)
  */
 bool pp_psi_cgroup_v2_path(int fd, char *out, size_t len)
 {
-	enum { LINE_START, ZERO, ZERO_COLON, PATH, OTHER } st = LINE_START;
+	static const char key[] = "0::";
+	const int in_path = (int)sizeof(key) - 1;
+	int at = 0; /* chars of key matched at this line's start; -1: another line */
 	size_t n = 0;
 	char chunk[128];
 	long got;
 
-	while (st != PATH || n == 0 || out[n - 1] != '\n') {
-		got = syscall(SYS_read, fd, chunk, sizeof(chunk));
-		if (got <= 0)
-			break;
-		for (long i = 0; i < got && !(st == PATH && n && out[n - 1] == '\n'); i++) {
+	while ((got = syscall(SYS_read, fd, chunk, sizeof(chunk))) > 0) {
+		for (long i = 0; i < got; i++) {
 			char c = chunk[i];
 
-			switch (st) {
-			case LINE_START:
-				st = c == '0' ? ZERO : c == '\n' ? LINE_START : OTHER;
-				break;
-			case ZERO:
-				st = c == ':' ? ZERO_COLON : c == '\n' ? LINE_START : OTHER;
-				break;
-			case ZERO_COLON:
-				st = c == ':' ? PATH : c == '\n' ? LINE_START : OTHER;
-				break;
-			case PATH:
+			if (at == in_path && c == '\n')
+				goto found;
+			if (at == in_path) {
 				if (n + 1 >= len)
 					return false;
 				out[n++] = c;
-				break;
-			case OTHER:
-				st = c == '\n' ? LINE_START : OTHER;
-				break;
+			} else if (c == '\n') {
+				at = 0;
+			} else {
+				at = at >= 0 && c == key[at] ? at + 1 : -1;
 			}
 		}
 	}
-	if (st != PATH)
+	if (at != in_path)
 		return false;
-	if (n && out[n - 1] == '\n')
-		n--;
+found:
 	out[n] = 0;
 	return n > 0 && out[0] == '/';
 }

@@ -17,7 +17,7 @@
  * and returns whether memory pressure is at or above PPIPE_PSI now.
  */
 bool pp_psi_poll(uint64_t now_ns);
-/* The last answer of pp_psi_poll(): one load, for the write path. */
+/* The last answer of pp_psi_poll(): one load (what a poll already running returns). */
 bool pp_psi_active(void);
 /* How many times pressure began (for the statistics). */
 uint64_t pp_psi_episodes(void);

@@ -1358,8 +1358,7 @@ def side_by_side_tables(results, sides, note):
 def summary_line(rows, what):
     """Geometric mean, min and max of b/a throughput per matrix."""
     parts = []
-    conditions = len({r[0].get("memory_pressure") for r in rows} |
-                     {r[0].get("pressure_mode") for r in rows}) > 2
+    conditions = len({r[0].get("pressure_mode") for r in rows}) > 1
     for (matrix, mode), mrows in group_by(
             rows, ("matrix", "pressure_mode")).items():
         values = [ratio(r[1]["mbps"], r[2]["mbps"]) for r in mrows]
