@@ -29,7 +29,7 @@ const char *ppipe_version(void);
  */
 struct ppipe_stats {
 	size_t size; /**< set by the caller to sizeof(struct ppipe_stats) */
-	uint32_t version; /**< set by the library: 2 (1 ended at pool_peak) */
+	uint32_t version; /**< set by the library: 3 (see the fields' version comments) */
 	uint64_t writes_accelerated; /**< write calls that went in by vmsplice */
 	uint64_t bytes_accelerated; /**< bytes those calls moved */
 	uint64_t writes_passthrough; /**< tracked-pipe calls made by the real call, any size */
@@ -40,6 +40,17 @@ struct ppipe_stats {
 	/* version 2 */
 	uint64_t pool_trimmed_bytes; /**< ring memory given back by trimming, in all */
 	uint64_t pressure_episodes; /**< times memory pressure (PSI) began */
+	/*
+	 * version 3: the pipe registry that the processes of this one's tree
+	 * share (all 0 while it has none). Counts are the tree's, not this
+	 * process's.
+	 */
+	uint64_t registry_slots; /**< pipes that crossed between processes, registered now */
+	uint64_t registry_slots_max; /**< registry slots there are */
+	uint64_t registry_records; /**< records of processes holding or handed pipes, now */
+	uint64_t registry_records_max; /**< records there are */
+	uint64_t registry_reclaimed; /**< records of processes gone, given back, in all */
+	uint64_t registry_full; /**< times a pipe stayed plain because the registry was full */
 };
 
 /** The size of version 1 of struct ppipe_stats, the smallest accepted. */

@@ -15,6 +15,7 @@
 #include "pipe.h"
 #include "pool.h"
 #include "psi.h"
+#include "registry.h"
 #include "ring.h"
 #include "stats.h"
 #include "sys.h"
@@ -39,6 +40,7 @@ static void sum_pipe(struct pp_pipe *p, void *arg)
 PP_EXPORT int ppipe_stats_get(struct ppipe_stats *out)
 {
 	struct ppipe_stats all;
+	struct pp_reg_occupancy reg;
 	struct pp_counters c;
 	size_t room;
 
@@ -49,8 +51,9 @@ PP_EXPORT int ppipe_stats_get(struct ppipe_stats *out)
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		c.v[i] = __atomic_load_n(&pp_totals_closed.v[i], __ATOMIC_RELAXED);
 	pp_pipes_for_each(sum_pipe, &c);
+	pp_reg_occupancy(&reg);
 	all = (struct ppipe_stats){
-		.version = 2,
+		.version = 3,
 		.writes_accelerated = c.v[PP_CNT_writes_accelerated],
 		.bytes_accelerated = c.v[PP_CNT_bytes_accelerated],
 		.writes_passthrough = c.v[PP_CNT_writes_passthrough],
@@ -60,6 +63,12 @@ PP_EXPORT int ppipe_stats_get(struct ppipe_stats *out)
 		.pool_peak = pp_pool_peak(),
 		.pool_trimmed_bytes = pp_rings_trimmed_bytes(),
 		.pressure_episodes = pp_psi_episodes(),
+		.registry_slots = reg.slots,
+		.registry_slots_max = reg.slots_max,
+		.registry_records = reg.records,
+		.registry_records_max = reg.records_max,
+		.registry_reclaimed = reg.reclaimed,
+		.registry_full = reg.full,
 	};
 	room = out->size < sizeof(all) ? out->size : sizeof(all);
 	all.size = room;

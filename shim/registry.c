@@ -528,6 +528,24 @@ PP_COMMON void pp_reg_claimed_hold(int delta)
 	}
 }
 
+void pp_reg_occupancy(struct pp_reg_occupancy *o)
+{
+	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
+
+	*o = (struct pp_reg_occupancy){ 0 };
+	if (!h)
+		return;
+	o->slots_max = REG_SLOTS;
+	o->records_max = REG_RECS;
+	for (uint32_t i = 0; i < REG_SLOTS; i++) {
+		uint64_t ino = __atomic_load_n(&slots()[i].ino, __ATOMIC_RELAXED);
+
+		o->slots += ino && ino != REG_TOMB;
+	}
+	for (uint32_t i = 0; i < REG_RECS; i++)
+		o->records += !!__atomic_load_n(&recs()[i].nonce, __ATOMIC_RELAXED);
+}
+
 /* ---- joining at start-up ---- */
 
 PP_START int pp_reg_join(char **envp)

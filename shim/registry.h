@@ -120,6 +120,15 @@ int pp_reg_claimed_left(void);
  */
 void pp_reg_claimed_hold(int delta);
 
+/* What the registry holds now, for the statistics (all 0 without one). */
+struct pp_reg_occupancy {
+	uint64_t slots, slots_max; /* pipe slots in use, and there are */
+	uint64_t records, records_max; /* process records in use, and there are */
+	uint64_t reclaimed; /* records of processes gone, given back, in all */
+	uint64_t full; /* times a pipe stayed plain because the registry was full */
+};
+void pp_reg_occupancy(struct pp_reg_occupancy *o);
+
 /* The registry's fd in this process (CLOEXEC), or -1. */
 int pp_reg_fd(void);
 

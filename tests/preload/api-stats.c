@@ -75,7 +75,7 @@ int main(void)
 	      untouched ? "untouched" : "written");
 	t_check(r == 0 && u.st.size == PPIPE_STATS_SIZE_V1 && untouched,
 		"a version 1 caller gets exactly version 1's fields");
-	t_check(u.st.version == 2 && u.st.writes_accelerated >= 1 &&
+	t_check(u.st.version == 3 && u.st.writes_accelerated >= 1 &&
 			u.st.bytes_accelerated >= sizeof(u.bytes) - 64,
 		"version 1 fields: version %u, %llu writes", u.st.version,
 		(unsigned long long)u.st.writes_accelerated);
