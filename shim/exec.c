@@ -232,8 +232,6 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
 	size_t k = 0;
 
 	x->charge.rec = -1;
-	x->charge.fd = -1;
-	x->released = false;
 	x->spawn = spawn;
 	/* No pipe of ours: nothing can leave with the new image. No system call. */
 	if (!pp_active() || (!pp_pipes_live() && !pp_reg_claimed_left()))
@@ -244,7 +242,10 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
 		pp_pipes_share_all();
 	}
 	if (find_inherited(&in) ||
-	    pp_reg_exec_begin(&x->charge, pp_base_name(path), in.slots, in.inos, in.n, spawn)) {
+	    pp_reg_exec_begin(&x->charge, pp_base_name(path), in.slots, in.inos, in.n,
+			      spawn		  ? PP_EXEC_SPAWN_CHILD :
+			      pp_in_vfork_child() ? PP_EXEC_VFORK_CHILD :
+						    PP_EXEC_SELF)) {
 		/* The new image cannot be described: what it gets turns plain. */
 		for (int i = 0; i < in.n; i++)
 			mark_slot_unsafe(in.slots[i]);
@@ -253,12 +254,6 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
 		else
 			pp_exec_mark_inherited(any_fd);
 		return (char **)envp;
-	}
-	/* A vfork child, or a spawning parent, keeps its holds. */
-	if (!spawn && !pp_in_vfork_child()) {
-		pp_pipes_exec_release();
-		pp_reg_claimed_hold(-1);
-		x->released = true;
 	}
 	/*
 	 * The registry's variable goes only where libppipe may start and read
@@ -316,12 +311,7 @@ PP_COMMON void pp_exec_failed(struct pp_exec_ctx *x)
 {
 	int saved = errno;
 
-	if (x->released) {
-		pp_pipes_exec_reacquire();
-		pp_reg_claimed_hold(1);
-	}
 	pp_reg_exec_failed(&x->charge);
-	x->released = false;
 	errno = saved;
 }
 

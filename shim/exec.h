@@ -22,7 +22,6 @@
 
 struct pp_exec_ctx {
 	struct pp_exec_charge charge;
-	bool released; /* this image's holds were handed to the new one */
 	bool spawn; /* the image is a posix_spawn() child */
 };
 

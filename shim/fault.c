@@ -10,6 +10,7 @@
 
 PP_HOT int pp_fault_armed;
 int pp_fault_thp_slow = -1;
+uint32_t pp_fault_reg_slots, pp_fault_reg_recs, pp_fault_reg_claim_ms;
 
 static const char *const site_names[PP_FAULT_SITES] = {
 	"vmsplice", "mmap",  "getpipesz", "fionread", "dupfd", "registry", "adopt",
@@ -67,10 +68,27 @@ PP_START static bool parse_item(const char *s, size_t len)
 
 PP_START void pp_fault_init(char *const *envp)
 {
-	static const char var[] = "PPIPE_TEST_FAULT=", slow[] = "PPIPE_TEST_THP_SLOW=";
+	static const char var[] = "PPIPE_TEST_FAULT=", slow[] = "PPIPE_TEST_THP_SLOW=",
+			  reg[] = "PPIPE_TEST_REGISTRY=";
 	const char *v = NULL;
 
 	for (char *const *e = envp; e && *e; e++) {
+		if (!strncmp(*e, reg, sizeof(reg) - 1)) {
+			char *end;
+			unsigned long s = strtoul(*e + sizeof(reg) - 1, &end, 10), r = 0, w = 0;
+
+			if (*end == ':')
+				r = strtoul(end + 1, &end, 10);
+			if (*end == ':')
+				w = strtoul(end + 1, &end, 10);
+			if (*end || !s || !r || s > UINT32_MAX || r > UINT32_MAX || w > UINT32_MAX)
+				pp_warn("PPIPE_TEST_REGISTRY: '%s' is not SLOTS:RECORDS[:CLAIM_MS], "
+					"ignored",
+					*e + sizeof(reg) - 1);
+			else
+				pp_fault_reg_slots = (uint32_t)s, pp_fault_reg_recs = (uint32_t)r,
+				pp_fault_reg_claim_ms = (uint32_t)w;
+		}
 		if (!strncmp(*e, var, sizeof(var) - 1))
 			v = *e + sizeof(var) - 1;
 		if (!strncmp(*e, slow, sizeof(slow) - 1)) {

@@ -20,6 +20,13 @@
  * service waits 20 ms before it moves bytes: with flushes broken, a path
  * that skips one is then overtaken every time).
  *
+ *   PPIPE_TEST_REGISTRY=SLOTS:RECORDS[:CLAIM_MS]
+ *
+ * makes a registry this process creates use only that many slots and
+ * records (fewer than it has room for), and a shorter claim window, so
+ * that a test fills it, and shows it recover, in seconds instead of a
+ * week.
+ *
  *   PPIPE_TEST_THP_SLOW=huge|small|watch
  *
  * makes the huge-page verdict (thp.c) see the laps of that backing four
@@ -35,6 +42,7 @@
 #include "compiler.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 enum pp_fault_site {
 	PP_FAULT_VMSPLICE,
@@ -54,6 +62,8 @@ enum pp_fault_site {
 };
 
 extern int pp_fault_armed;
+/* PPIPE_TEST_REGISTRY: 0, or the slots, records and claim window (ms) of a new registry. */
+extern uint32_t pp_fault_reg_slots, pp_fault_reg_recs, pp_fault_reg_claim_ms;
 /* PPIPE_TEST_THP_SLOW: 1 huge, 0 small, PP_FAULT_THP_WATCH, -1 none. */
 #define PP_FAULT_THP_WATCH 2
 extern int pp_fault_thp_slow;

@@ -48,6 +48,10 @@ PP_COMMON static void before_fork(void)
 {
 	if (pp_engine_hooks())
 		pp_engine->fork_prepare();
+	if (!pp_pipes_live() && !pp_reg_claimed_left())
+		return;
+	/* The child's holds are recorded as the child's (registry.h). */
+	pp_reg_fork_prepare();
 	if (pp_pipes_live()) {
 		/* What crosses needs its inode, which pipe() did not ask for. */
 		pp_fdt_learn_all();
@@ -55,8 +59,36 @@ PP_COMMON static void before_fork(void)
 		/* Read here, once for the whole tree: each child would read it for itself. */
 		pp_exec_system_preload();
 	}
-	if (pp_reg_claimed_left())
-		pp_reg_claimed_hold(1);
+	pp_reg_claimed_fork();
+}
+
+/*
+ * Set by pp_fork() in the forking thread: the parent names the child's
+ * registry records once fork() returns its pid, so that the child makes
+ * no system call for them. A fork libppipe does not see return (libc's
+ * own) leaves it clear: the child then names them itself.
+ */
+static __thread int tl_fork_names __attribute__((tls_model("initial-exec")));
+
+PP_COMMON static void after_fork_parent(void)
+{
+	if (!tl_fork_names)
+		pp_reg_fork_parent(0);
+}
+
+PP_COMMON pid_t pp_fork(void)
+{
+	bool names = pp_active() && (pp_pipes_live() || pp_reg_claimed_left());
+	pid_t pid;
+
+	if (names)
+		tl_fork_names = 1;
+	pid = real_fork();
+	if (pid && names) {
+		tl_fork_names = 0;
+		pp_reg_fork_parent(pid);
+	}
+	return pid;
 }
 
 PP_COMMON static void after_fork_child(void)
@@ -64,6 +96,10 @@ PP_COMMON static void after_fork_child(void)
 	/* A vfork flag left up in this thread belongs to the parent's past. */
 	if (pp_tl_vfork)
 		pp_tl_vfork = 0;
+	/* The holds the parent recorded for this child are its own now. */
+	pp_reg_fork_child(tl_fork_names);
+	if (tl_fork_names)
+		tl_fork_names = 0;
 	/* Each step only for what the parent used: its code is not even mapped here otherwise. */
 	if (pp_was_used(PP_USED_PIPES))
 		pp_pipes_after_fork_child();
@@ -256,8 +292,7 @@ PP_COMMON static void at_exit(void)
 		pp_fault_report();
 	pp_stats_report_now();
 	/* This image's registry holds end with it (an exec's were handed on). */
-	pp_pipes_exec_release();
-	pp_reg_claimed_hold(-1);
+	pp_reg_release_all();
 }
 
 PP_COMMON void pp_exit(int status, bool upper)
@@ -275,8 +310,7 @@ PP_COMMON void pp_exit(int status, bool upper)
 			pp_engine->exit();
 		report_final(true);
 		/* This image's registry holds end with it, as at_exit() does. */
-		pp_pipes_exec_release();
-		pp_reg_claimed_hold(-1);
+		pp_reg_release_all();
 	}
 	real_exit(status, upper);
 }
@@ -327,7 +361,7 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 		pp_exec_forget_inherited(
 			environ); /* for libppipe only: the program never sees it */
 	}
-	pthread_atfork(before_fork, NULL, after_fork_child);
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	atexit(at_exit);
 	__atomic_store_n(&pp_is_active, true, __ATOMIC_RELEASE);
 }

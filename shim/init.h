@@ -10,6 +10,7 @@
 #define PP_INIT_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /*
  * Writes the process's last PPIPE_STATS report: run at exit. Only the first
@@ -25,5 +26,11 @@ void pp_stats_report_fd(int fd);
  * own thread; then the real call. Async-signal-safe.
  */
 __attribute__((noreturn)) void pp_exit(int status, bool upper);
+
+/*
+ * fork(): the real one, after which the parent names the child's records
+ * in the pipe registry (registry.h) with the pid it returned.
+ */
+pid_t pp_fork(void);
 
 #endif

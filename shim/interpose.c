@@ -93,6 +93,11 @@ PP_COMMON PP_EXPORT int fclose(FILE *stream)
 	return pp_fclose(stream);
 }
 
+PP_COMMON PP_EXPORT pid_t fork(void)
+{
+	return pp_fork();
+}
+
 /* Processes that end without exit() (fork children, os._exit) report too. */
 PP_COMMON PP_EXPORT void _exit(int status)
 {

@@ -98,7 +98,7 @@ static void slot_push(struct pp_pipe *s)
 
 static void registry_release(struct pp_pipe *p)
 {
-	if (p->shared && !p->released)
+	if (p->shared)
 		pp_reg_put(pp_pipe_sh(p));
 }
 
@@ -339,12 +339,12 @@ PP_COMMON void pp_pipes_share_all(void)
 		pp_pipes_for_each(share_one, NULL);
 }
 
-/* Shares @p and takes the fork child's hold on its slot. */
+/* Shares @p and records the fork child's hold on its slot. */
 PP_COMMON static void hold_for_child(struct pp_pipe *p, void *arg)
 {
 	(void)arg;
-	if (share_or_plain(p) && !p->released)
-		__atomic_fetch_add(&pp_pipe_sh(p)->holders, 1, __ATOMIC_ACQ_REL);
+	if (share_or_plain(p))
+		pp_reg_fork_hold(pp_pipe_sh(p));
 }
 
 PP_COMMON void pp_pipes_before_fork(void)
@@ -352,8 +352,8 @@ PP_COMMON void pp_pipes_before_fork(void)
 	/*
 	 * The child will hold every fd the parent holds: its holds are taken
 	 * here, before the parent can close its own ends and free the slot
-	 * while the child has not run yet. (A failed fork leaves them taken:
-	 * the slots then outlive their pipes, which only costs registry room.)
+	 * while the child has not run yet, and recorded as the child's (a
+	 * failed fork leaves records nobody names, which a sweep gives back).
 	 */
 	if (pp_pipes_live())
 		pp_pipes_for_each(hold_for_child, NULL);
@@ -389,51 +389,4 @@ PP_COMMON void pp_pipes_after_fork_child(void)
 		if (p->last_fallback)
 			p->last_fallback = NULL;
 	}
-}
-
-PP_COMMON static void exec_release(struct pp_pipe *p, void *arg)
-{
-	(void)arg;
-	if (!p->shared || p->released || pp_pipe_unsafe(p))
-		return;
-	p->released = true;
-	pp_reg_put(pp_pipe_sh(p));
-}
-
-PP_COMMON void pp_pipes_exec_release(void)
-{
-	if (pp_pipes_live())
-		pp_pipes_for_each(exec_release, NULL);
-}
-
-PP_COMMON static void exec_reacquire(struct pp_pipe *p, void *arg)
-{
-	struct pp_shared *sh = pp_pipe_sh(p);
-
-	(void)arg;
-	if (!p->released)
-		return;
-	p->released = false;
-	if (__atomic_load_n(&sh->ino, __ATOMIC_ACQUIRE) == pp_pipe_ino(p)) {
-		__atomic_fetch_add(&sh->holders, 1, __ATOMIC_ACQ_REL);
-		return;
-	}
-	/* Nobody else held it, so it was safe: a fresh slot says the same. */
-	sh = pp_reg_get(pp_pipe_ino(p), true);
-	if (sh) {
-		__atomic_store_n(&p->sh, sh, __ATOMIC_RELEASE);
-		return;
-	}
-	/* Back to a state of its own, plain. */
-	p->local = (struct pp_shared){ .unsafe = 1 };
-	__atomic_store_n(&p->sh, &p->local, __ATOMIC_RELEASE);
-	p->shared = false;
-	p->accel = false;
-	p->reason = "registry full after a failed exec";
-}
-
-PP_COMMON void pp_pipes_exec_reacquire(void)
-{
-	if (pp_pipes_live())
-		pp_pipes_for_each(exec_reacquire, NULL);
 }

@@ -52,7 +52,6 @@ struct pp_pipe {
 	uint32_t cap_own; /* largest capacity this process saw itself (atomic) */
 	bool created_here; /* by pipe() in this tree, or inherited through a confirmed exec */
 	bool shared; /* its state is a registry slot (it crossed a fork, exec or spawn) */
-	bool released; /* its registry hold went to the image of an exec in progress */
 	bool marked_here; /* made unsafe by this process (or its parent): reason says why */
 	uint64_t engine_word; /* what the engine holds for it (engine.h), 0 none (atomic) */
 	const char *last_fallback; /* why its last large write took the real call */
@@ -227,18 +226,12 @@ int pp_pipes_live(void);
  */
 void pp_pipes_share_all(void);
 /*
- * Before fork: every live pipe moves into the registry (the child shares
- * it), and the child's holds are taken by the parent.
+ * Before fork (after pp_reg_fork_prepare): every live pipe moves into the
+ * registry (the child shares it), and the child's holds are taken and
+ * recorded as the child's by the parent.
  */
 void pp_pipes_before_fork(void);
 /* In a fork child: reset what only the parent's threads used. */
 void pp_pipes_after_fork_child(void);
-/*
- * An exec is about to replace this image: its registry holds go (the new
- * image takes its own); reacquire them if the exec fails. Pipes already
- * unsafe keep their hold, so their slot (and verdict) outlives the exec.
- */
-void pp_pipes_exec_release(void);
-void pp_pipes_exec_reacquire(void);
 
 #endif

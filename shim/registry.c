@@ -1,179 +1,178 @@
 // SPDX-License-Identifier: MIT
 /*
  * The pipe registry (see registry.h). Everything here uses raw system
- * calls: it runs inside pipe(), exec() and, in a vfork child, on memory
- * shared with the parent.
+ * calls: it runs inside pipe(), fork(), exec() and, in a vfork child, on
+ * memory shared with the parent.
+ *
+ * Counters and entries. A slot's holders and pending counts are what the
+ * write path reads; the entries in the records say whose they are. Every
+ * change moves the count up before it writes the entry, and takes the
+ * entry away before it moves the count down, so that a process killed
+ * between the two steps leaves a count too high, never too low: too high
+ * keeps a pipe plain or its slot taken, and the sweeps find such counts
+ * (no entry behind them, two sweeps in a row) and set them right.
  */
 #include "registry.h"
+#include "registry_layout.h"
 
 #include "compiler.h"
 #include "fault.h"
+#include "config.h"
+#include "log.h"
 #include "sys.h"
+#include "vfork.h"
 
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/auxv.h>
-#include <time.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
 
-#define REG_MAGIC 0x3167657270697070ull /* "ppipreg1" */
-#define REG_VERSION 2
-#define REG_SLOTS 65536u
-#define REG_RECS 4096u
-#define REG_PROBES 512u /* longest probe sequence: beyond it the registry is full */
-#define REG_TOMB UINT64_MAX /* a slot freed in the middle of a probe sequence */
-#define REG_VAR "PPIPE_REGISTRY="
+PP_HOT struct reg_header *pp_reg;
+uint32_t pp_reg_nslots = REG_SLOTS, pp_reg_nrecs = REG_RECS;
+uint64_t pp_reg_claim_ns = REG_CLAIM_WINDOW_NS;
 
-struct reg_header {
-	uint64_t magic;
-	uint32_t version, slots, recs, slot_size, rec_size, pad;
-	uint64_t next_nonce;
-};
+/* ---- the segment ---- */
 
-struct exec_rec {
-	uint64_t nonce; /* 0: free */
-	uint64_t exec_ns; /* CLOCK_MONOTONIC when the exec was prepared */
-	int32_t pid;
-	uint32_t n;
-	char comm[16];
-	uint32_t slot[PP_EXEC_MAX_PIPES];
-	uint64_t ino[PP_EXEC_MAX_PIPES];
-};
-
-/*
- * Layout: the header, the exec records right after it (a new record is the
- * first free one, so the records in use stay on the first pages, which an
- * exec'ing child and the image it becomes touch together with the header),
- * then the pipe slots, page-aligned.
- */
-#define REG_HEADER_SIZE 64u
-#define REG_SLOTS_OFFSET                                                                 \
-	(((size_t)REG_HEADER_SIZE + (size_t)REG_RECS * sizeof(struct exec_rec) + 4095) & \
-	 ~(size_t)4095)
-#define REG_SIZE (REG_SLOTS_OFFSET + (size_t)REG_SLOTS * sizeof(struct pp_shared))
-
-PP_HOT static struct reg_header *reg;
-PP_HOT static int reg_fd = -1;
-static uint64_t reg_ino; /* of the memfd, to recognise it when reopened */
-
-static struct pp_shared *slots(void)
+static void *attach(int id)
 {
-	return (struct pp_shared *)((char *)reg + REG_SLOTS_OFFSET);
+	long m = PP_SYSCALL(SYS_shmat, id, NULL, 0);
+
+	return m < 0 && m > -4096 ? NULL : (void *)m;
 }
 
-static struct exec_rec *recs(void)
+static void detach(void *m)
 {
-	return (struct exec_rec *)((char *)reg + REG_HEADER_SIZE);
+	PP_SYSCALL(SYS_shmdt, m);
 }
 
-PP_COMMON int pp_reg_fd(void)
+/* A random key: the image to come must name it (it is in its environment only). */
+static uint64_t new_key(void)
 {
-	return __atomic_load_n(&reg_fd, __ATOMIC_ACQUIRE);
+	uint64_t k = 0;
+
+	if (PP_SYSCALL(SYS_getrandom, &k, sizeof(k), 1 /* GRND_NONBLOCK */) != sizeof(k))
+		k = reg_boot_ns() ^ ((uint64_t)reg_pid() << 32) ^ (uint64_t)(uintptr_t)&k;
+	return k | 1;
 }
 
-/* Moves @fd to libppipe's own range of numbers (where it stays if it cannot). */
-static int move_high(int fd, bool cloexec)
-{
-	long nfd = pp_sys_dup_spare(fd, cloexec);
+/* The id of the segment this process attached, for the environment of an exec. */
+static int reg_id = -1;
 
-	if (nfd < 0)
-		return fd;
-	pp_sys_close(fd);
-	return (int)nfd;
-}
+static void reap_orphans(void);
 
-static void *map_fd(int fd)
-{
-	void *m = (void *)PP_SYSCALL(SYS_mmap, NULL, REG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-				     fd, 0);
-
-	return (long)m < 0 && (long)m > -4096 ? NULL : m;
-}
-
-static uint64_t fd_ino(int fd)
-{
-	struct stat st;
-
-	return PP_SYSCALL(SYS_fstat, fd, &st) ? 0 : st.st_ino;
-}
-
-/*
- * A new fd of the registry that the new image inherits. The program may
- * have closed ours (a child closing every fd before exec, as Python's
- * subprocess does): the parent still holds it, so it is reopened from
- * there, and taken only if it is the same memfd.
- */
-static long inheritable_fd(void)
-{
-	char path[64] = "/proc/";
-	long fd = pp_sys_dup_spare(pp_reg_fd(), false);
-	size_t k;
-
-	if (fd != -EBADF)
-		return fd;
-	k = strlen(path);
-	pp_utoa((unsigned long)PP_SYSCALL(SYS_getppid), path + k);
-	k = strlen(path);
-	memcpy(path + k, "/fd/", 5);
-	pp_utoa((unsigned long)pp_reg_fd(), path + k + 4);
-	fd = PP_SYSCALL(SYS_open, path, O_RDWR);
-	if (fd < 0)
-		return fd;
-	if (!reg_ino || fd_ino((int)fd) != reg_ino) {
-		pp_sys_close((int)fd);
-		return -EBADF;
-	}
-	return move_high((int)fd, false);
-}
-
-/* Makes this tree's registry, on the first pipe. */
+/* Makes this tree's registry, on the first pipe that crosses. */
 static struct reg_header *reg_create(void)
 {
 	static int creating;
 	struct reg_header *h;
-	long fd;
+	long id;
 
 	if (__atomic_exchange_n(&creating, 1, __ATOMIC_ACQUIRE))
 		return NULL; /* another thread (or a handler in this one) is at it */
-	h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
+	h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
 	if (h)
 		goto out;
-	fd = PP_SYSCALL(SYS_memfd_create, "libppipe-registry", MFD_CLOEXEC);
-	if (fd < 0)
+	reap_orphans();
+	id = PP_SYSCALL(SYS_shmget, IPC_PRIVATE, REG_SIZE, IPC_CREAT | IPC_EXCL | 0600);
+	if (id < 0)
 		goto out;
-	if (PP_SYSCALL(SYS_ftruncate, (int)fd, REG_SIZE) || !(h = map_fd((int)fd))) {
-		pp_sys_close((int)fd);
-		h = NULL;
+	h = attach((int)id);
+	/*
+	 * Marked for removal at once: the kernel frees it when the last
+	 * process of the tree that maps it is gone, however that ends.
+	 * Linux lets processes of the tree attach it by its id until then.
+	 */
+	PP_SYSCALL(SYS_shmctl, (int)id, IPC_RMID, NULL);
+	if (!h)
 		goto out;
-	}
 	h->version = REG_VERSION;
 	h->slots = REG_SLOTS;
 	h->recs = REG_RECS;
 	h->slot_size = sizeof(struct pp_shared);
-	h->rec_size = sizeof(struct exec_rec);
+	h->rec_size = sizeof(struct reg_rec);
+	h->entries = REC_ENTRIES;
+	h->slots_limit = pp_fault_reg_slots ? pp_fault_reg_slots : REG_SLOTS;
+	h->recs_limit = pp_fault_reg_recs ? pp_fault_reg_recs : REG_RECS;
+	h->claim_ms = pp_fault_reg_claim_ms ? pp_fault_reg_claim_ms :
+					      (uint32_t)(REG_CLAIM_WINDOW_NS / 1000000);
+	h->key = new_key();
+	/* Nothing to sweep in a new registry: the first sweep on schedule a second from now. */
+	h->backoff_ms = 1000;
+	h->sweep_after = reg_boot_ns() + 1000000000ull;
 	h->magic = REG_MAGIC;
-	reg_ino = fd_ino((int)fd);
-	__atomic_store_n(&reg_fd, move_high((int)fd, true), __ATOMIC_RELEASE);
-	__atomic_store_n(&reg, h, __ATOMIC_RELEASE);
+	pp_reg_nslots = h->slots_limit;
+	pp_reg_nrecs = h->recs_limit;
+	pp_reg_claim_ns = h->claim_ms * 1000000ull;
+	reg_id = (int)id;
+	__atomic_store_n(&pp_reg, h, __ATOMIC_RELEASE);
 out:
 	__atomic_store_n(&creating, 0, __ATOMIC_RELEASE);
 	return h;
 }
 
-static uint32_t hash(uint64_t ino)
+/*
+ * A segment of ours left behind by a process killed between making it and
+ * marking it for removal: nobody attaches it, its maker is gone. Removed
+ * here, when a new one is made (/proc/sysvipc/shm lists them).
+ */
+static void reap_orphans(void)
 {
-	return (uint32_t)((ino * 0x9e3779b97f4a7c15ull) >> 40);
+	char buf[4096];
+	long fd = PP_SYSCALL(SYS_openat, AT_FDCWD, "/proc/sysvipc/shm", O_RDONLY | O_CLOEXEC);
+	long euid = PP_SYSCALL(SYS_geteuid), n, got = 0;
+	char *line;
+
+	if (fd < 0)
+		return;
+	while (got < (long)sizeof(buf) - 1 &&
+	       (n = PP_SYSCALL(SYS_read, (int)fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += n;
+	pp_sys_close((int)fd);
+	buf[got] = 0;
+	/* key shmid perms size cpid lpid nattch uid gid cuid ... (the first line names them) */
+	for (line = strchr(buf, '\n'); line && *line; line = strchr(line + 1, '\n')) {
+		unsigned long long v[10];
+		const char *c = line + 1;
+		int k;
+
+		for (k = 0; k < 10; k++) {
+			while (*c == ' ')
+				c++;
+			if (*c < '0' || *c > '9')
+				break;
+			v[k] = 0;
+			/* perms is printed in octal, the rest in decimal */
+			for (; *c >= '0' && *c <= '9'; c++)
+				v[k] = v[k] * (k == 2 ? 8 : 10) + (unsigned long long)(*c - '0');
+		}
+		if (k < 10 || v[0] || v[3] != REG_SIZE || v[6] ||
+		    v[7] != (unsigned long long)euid || v[9] != (unsigned long long)euid ||
+		    (v[2] & 0777) != 0600 || PP_SYSCALL(SYS_kill, (long)v[4], 0) != -ESRCH) {
+			continue;
+		}
+		{
+			struct reg_header *h = attach((int)v[1]);
+
+			if (!h)
+				continue;
+			if (h->magic == REG_MAGIC || !h->magic)
+				PP_SYSCALL(SYS_shmctl, (int)v[1], IPC_RMID, NULL);
+			detach(h);
+		}
+	}
 }
+
+/* ---- slots ---- */
 
 PP_COMMON struct pp_shared *pp_reg_find(uint64_t ino)
 {
-	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
+	struct reg_header *h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
 
 	if (!h || !ino || ino == REG_TOMB)
 		return NULL;
-	for (uint32_t i = 0, at = hash(ino); i < REG_PROBES; i++) {
-		struct pp_shared *s = &slots()[(at + i) % REG_SLOTS];
+	for (uint32_t i = 0, at = reg_hash(ino); i < REG_PROBES && i < pp_reg_nslots; i++) {
+		struct pp_shared *s = &reg_slots()[(at + i) % pp_reg_nslots];
 		uint64_t cur = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
 
 		if (cur == ino)
@@ -190,44 +189,20 @@ static void slot_reset(struct pp_shared *s)
 	__atomic_store_n(&s->capacity_max, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->nonblock, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->pending, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->holders, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->mark, 0, __ATOMIC_RELAXED);
 }
 
-/* Counters in shared memory never go below zero, whoever wrote them. */
-static void dec(uint32_t *v)
+/* A new slot for @ino, holders 1: the first free or freed slot of its probe sequence. */
+static struct pp_shared *slot_new(uint64_t ino)
 {
-	uint32_t cur = __atomic_load_n(v, __ATOMIC_RELAXED);
+	for (uint32_t i = 0, at = reg_hash(ino); i < REG_PROBES && i < pp_reg_nslots; i++) {
+		struct pp_shared *s = &reg_slots()[(at + i) % pp_reg_nslots];
+		uint64_t cur = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
 
-	while (cur && !__atomic_compare_exchange_n(v, &cur, cur - 1, true, __ATOMIC_ACQ_REL,
-						   __ATOMIC_RELAXED))
-		;
-}
-
-PP_COMMON struct pp_shared *pp_reg_get(uint64_t ino, bool create)
-{
-	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
-	struct pp_shared *s = pp_reg_find(ino);
-
-	if (s) {
-		__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
-		/* Freed meanwhile? Then it is not ours to use, nor our hold. */
-		if (__atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) == ino)
-			return s;
-		dec(&s->holders);
-		return NULL;
-	}
-	if (!create || !ino || ino == REG_TOMB || pp_fault(PP_FAULT_REGISTRY))
-		return NULL;
-	if (!h && !(h = reg_create()))
-		return NULL;
-	/* A new pipe: the first free or freed slot of its probe sequence. */
-	for (uint32_t i = 0, at = hash(ino); i < REG_PROBES; i++) {
-		uint64_t cur;
-
-		s = &slots()[(at + i) % REG_SLOTS];
-		cur = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
 		if (cur && cur != REG_TOMB)
 			continue;
+		/* Counted held before it is visible: it never looks free with a holder. */
+		__atomic_store_n(&s->holders, 1, __ATOMIC_RELEASE);
 		if (__atomic_compare_exchange_n(&s->ino, &cur, ino, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
 			slot_reset(s);
@@ -237,7 +212,7 @@ PP_COMMON struct pp_shared *pp_reg_get(uint64_t ino, bool create)
 	return NULL;
 }
 
-PP_COMMON static void slot_maybe_free(struct pp_shared *s)
+PP_COMMON void pp_reg_slot_maybe_free(struct pp_shared *s)
 {
 	uint64_t ino = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
 
@@ -248,154 +223,547 @@ PP_COMMON static void slot_maybe_free(struct pp_shared *s)
 				    __ATOMIC_RELAXED);
 }
 
-PP_COMMON void pp_reg_put(struct pp_shared *s)
+/* ---- records ---- */
+
+/*
+ * Takes a free record for this process to fill (BUSY, with our pid: if we
+ * die before it is filled, a sweep sees whose it was). The first free
+ * one, so that the records in use stay on the first pages. NULL: full.
+ */
+static struct reg_rec *rec_take(uint64_t *own)
 {
-	if (!s)
-		return;
-	dec(&s->holders);
-	slot_maybe_free(s);
+	int32_t pid = reg_pid();
+	uint64_t now = reg_boot_ns();
+
+	pp_reg_sweep(false, now);
+	for (uint32_t i = 0; i < pp_reg_nrecs; i++) {
+		struct reg_rec *r = &reg_recs()[i];
+		uint64_t w = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
+
+		if (OWN_STATE(w) != REC_FREE)
+			continue;
+		*own = OWN(OWN_SEQ(w), REC_BUSY, pid);
+		if (!__atomic_compare_exchange_n(&r->own, &w, *own, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+			continue;
+		r->seen_ns = 0;
+		r->made_ns = now;
+		r->maker = pid;
+		memset(r->comm, 0, sizeof(r->comm));
+		for (int k = 0; k < REC_ENTRIES; k++)
+			__atomic_store_n(&r->ent[k], 0, __ATOMIC_RELAXED);
+		return r;
+	}
+	return NULL;
 }
 
-/* A slot pointer only ever comes from our own index arithmetic. */
-static struct pp_shared *slot_at(uint32_t i)
+/* Sets record @r, owned as *@own, to @state and owner @pid. */
+bool pp_reg_rec_set(struct reg_rec *r, uint64_t *own, uint32_t state, int32_t pid)
 {
-	return i < REG_SLOTS ? &slots()[i] : NULL;
+	uint64_t w = *own, nw = OWN(OWN_SEQ(w), state, pid);
+
+	if (!__atomic_compare_exchange_n(&r->own, &w, nw, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return false;
+	*own = nw;
+	return true;
+}
+
+/* Frees @r (every entry gone), unless it is no longer as *@own says. */
+void pp_reg_rec_free(struct reg_rec *r, uint64_t own)
+{
+	__atomic_compare_exchange_n(&r->own, &own, OWN(OWN_SEQ(own) + 1, REC_FREE, 0), false,
+				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/* Puts @e into a free entry of @r. */
+static bool rec_add(struct reg_rec *r, uint64_t e)
+{
+	for (int k = 0; k < REC_ENTRIES; k++) {
+		uint64_t zero = 0;
+
+		if (!__atomic_load_n(&r->ent[k], __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&r->ent[k], &zero, e, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
+/* Takes entry @e out of @r: true when it was there (it is then the caller's to undo). */
+static bool rec_remove(struct reg_rec *r, uint64_t e)
+{
+	for (int k = 0; k < REC_ENTRIES; k++) {
+		uint64_t cur = e;
+
+		if (__atomic_load_n(&r->ent[k], __ATOMIC_RELAXED) == e &&
+		    __atomic_compare_exchange_n(&r->ent[k], &cur, 0, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Gives back what entry @e stood for: a hold, or a charge, which turns
+ * into the pipe's plain verdict for good (its image never confirmed).
+ */
+static void ent_undo(uint64_t e, bool charge_made_plain)
+{
+	struct pp_shared *s = reg_slot_at(ENT_SLOT(e));
+
+	if (!s || !reg_slot_is(s, ENT_INO(e)))
+		return;
+	if (ENT_KIND(e) == ENT_CHARGE) {
+		if (charge_made_plain)
+			__atomic_store_n(&s->unsafe, 1, __ATOMIC_RELEASE);
+		reg_dec(&s->pending);
+	} else {
+		reg_dec(&s->holders);
+	}
+	pp_reg_slot_maybe_free(s);
+}
+
+/* ---- this process's own records: its holds ---- */
+
+#define OWN_MAX 64 /* records one process may own: 1024 holds */
+
+/* Index + 1 of each record this process owns, 0 = none, and its owner word. */
+static struct {
+	uint32_t rec;
+	uint64_t own;
+} mine[OWN_MAX];
+/* The records made for the child of a fork in progress (the child's "mine"). */
+static struct {
+	uint32_t rec;
+	uint64_t own;
+} forked[OWN_MAX];
+PP_HOT static int nforked;
+/* Whether mine[] may list anything (a fork child then forgets it). */
+PP_HOT static int nmine;
+
+/*
+ * The record of mine[i], if it is still mine: the same allocation (its
+ * sequence number), live. (Its pid may have been filled in since: a fork
+ * parent names its child's records after the child started using them.)
+ */
+static struct reg_rec *mine_at(int i)
+{
+	uint32_t ri = __atomic_load_n(&mine[i].rec, __ATOMIC_ACQUIRE);
+	uint64_t cur, was;
+	struct reg_rec *r;
+
+	if (!ri || ri > pp_reg_nrecs || !pp_reg)
+		return NULL;
+	r = &reg_recs()[ri - 1];
+	cur = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
+	was = __atomic_load_n(&mine[i].own, __ATOMIC_RELAXED);
+	if (OWN_SEQ(cur) != OWN_SEQ(was) || OWN_STATE(cur) != REC_LIVE) {
+		/* Taken from us (a sweep mistook us for gone): forget it. */
+		__atomic_store_n(&mine[i].rec, 0, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	return r;
+}
+
+/* Lists record @r (owned as @own) among mine. */
+static bool mine_add(struct reg_rec *r, uint64_t own)
+{
+	for (int i = 0; i < OWN_MAX; i++) {
+		uint32_t zero = 0;
+
+		if (__atomic_load_n(&mine[i].rec, __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&mine[i].own, own, __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(&mine[i].rec, &zero, (uint32_t)(r - reg_recs()) + 1,
+						false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			if (!__atomic_load_n(&nmine, __ATOMIC_RELAXED))
+				__atomic_store_n(&nmine, 1, __ATOMIC_RELAXED);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A new record of this process's own (LIVE, ours), listed among mine. */
+static struct reg_rec *mine_new(void)
+{
+	struct reg_rec *r;
+	uint64_t own;
+
+	r = rec_take(&own);
+	if (!r && pp_reg_sweep(true, reg_boot_ns()))
+		r = rec_take(&own);
+	if (!r) {
+		pp_reg_note_full("records");
+		return NULL;
+	}
+	r->seen_ns = reg_boot_ns();
+	if (!pp_reg_rec_set(r, &own, REC_LIVE, OWN_PID(own)) || !mine_add(r, own)) {
+		pp_reg_rec_free(r, own);
+		return NULL;
+	}
+	return r;
+}
+
+/* Records entry @e as this process's. */
+static bool mine_record(uint64_t e)
+{
+	struct reg_rec *r;
+
+	for (int i = 0; i < OWN_MAX; i++)
+		if ((r = mine_at(i)) && rec_add(r, e))
+			return true;
+	r = mine_new();
+	return r && rec_add(r, e);
+}
+
+/* Takes entry @e out of this process's records: true when it was there. */
+static bool mine_forget(uint64_t e)
+{
+	struct reg_rec *r;
+
+	for (int i = 0; i < OWN_MAX; i++)
+		if ((r = mine_at(i)) && rec_remove(r, e))
+			return true;
+	return false;
+}
+
+/* One hold more on @s for this process, recorded. */
+static bool hold(struct pp_shared *s, uint64_t ino)
+{
+	__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
+	/* Freed meanwhile? Then it is not ours to use, nor our hold. */
+	if (__atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != ino ||
+	    !mine_record(ENT(reg_slot_index(s), ENT_HOLD, ino))) {
+		reg_dec(&s->holders);
+		pp_reg_slot_maybe_free(s);
+		return false;
+	}
+	return true;
+}
+
+PP_COMMON struct pp_shared *pp_reg_get(uint64_t ino, bool create)
+{
+	struct reg_header *h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
+	struct pp_shared *s;
+
+	if (!ino || ino == REG_TOMB || ino > UINT32_MAX)
+		return NULL;
+	s = pp_reg_find(ino);
+	if (s)
+		return hold(s, ino) ? s : NULL;
+	if (!create || pp_fault(PP_FAULT_REGISTRY))
+		return NULL;
+	if (!h && !(h = reg_create()))
+		return NULL;
+	s = slot_new(ino);
+	if (!s && pp_reg_sweep(true, reg_boot_ns()))
+		s = slot_new(ino);
+	if (!s) {
+		pp_reg_note_full("slots");
+		return NULL;
+	}
+	if (!mine_record(ENT(reg_slot_index(s), ENT_HOLD, ino))) {
+		reg_dec(&s->holders);
+		pp_reg_slot_maybe_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+PP_COMMON bool pp_reg_hold(struct pp_shared *s, uint64_t ino)
+{
+	return s && pp_reg && reg_slot_at(reg_slot_index(s)) == s && hold(s, ino);
+}
+
+PP_COMMON void pp_reg_put(struct pp_shared *s)
+{
+	uint64_t ino;
+
+	if (!s || !pp_reg || reg_slot_at(reg_slot_index(s)) != s)
+		return;
+	ino = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
+	/* Only a hold of ours is given back: one a sweep took is not ours to count twice. */
+	if (ino && ino != REG_TOMB && mine_forget(ENT(reg_slot_index(s), ENT_HOLD, ino))) {
+		reg_dec(&s->holders);
+		pp_reg_slot_maybe_free(s);
+	}
+}
+
+/* ---- fork ---- */
+
+PP_COMMON void pp_reg_fork_prepare(void)
+{
+	nforked = 0;
+}
+
+PP_COMMON void pp_reg_fork_hold(struct pp_shared *s)
+{
+	uint64_t ino, e, own;
+	struct reg_rec *r = NULL;
+
+	if (!s || !pp_reg || reg_slot_at(reg_slot_index(s)) != s)
+		return;
+	ino = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
+	if (!ino || ino == REG_TOMB)
+		return;
+	e = ENT(reg_slot_index(s), ENT_HOLD, ino);
+	__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
+	if (nforked)
+		r = &reg_recs()[forked[nforked - 1].rec - 1];
+	if (!r || !rec_add(r, e)) {
+		/*
+		 * A new record for the child: LIVE, nobody's yet (pid 0); the
+		 * child names it when it starts. Made by us, so that a sweep
+		 * can tell a fork that failed.
+		 */
+		r = nforked < OWN_MAX ? rec_take(&own) : NULL;
+		if (!r && nforked < OWN_MAX && pp_reg_sweep(true, reg_boot_ns()))
+			r = rec_take(&own);
+		if (r && !pp_reg_rec_set(r, &own, REC_LIVE, 0))
+			r = NULL;
+		if (!r) {
+			/* No room: the child's hold is not counted; its pipe may turn plain early. */
+			pp_reg_note_full("records");
+			reg_dec(&s->holders);
+			pp_reg_slot_maybe_free(s);
+			return;
+		}
+		forked[nforked].rec = (uint32_t)(r - reg_recs()) + 1;
+		forked[nforked].own = own;
+		nforked++;
+		rec_add(r, e);
+	}
+}
+
+PP_COMMON void pp_reg_fork_parent(pid_t child)
+{
+	uint64_t now;
+
+	if (!nforked)
+		return;
+	now = child > 0 ? reg_boot_ns() : 0;
+	for (int i = 0; i < nforked; i++) {
+		struct reg_rec *r = &reg_recs()[forked[i].rec - 1];
+		uint64_t own = forked[i].own;
+
+		if (child < 0) {
+			/* No child: its holds come back at once. */
+			if (pp_reg_rec_set(r, &own, REC_BUSY, reg_pid())) {
+				pp_reg_rec_empty(r, false);
+				pp_reg_rec_free(r, own);
+			}
+			continue;
+		}
+		/*
+		 * The child exists now: its records are named after it, unless it
+		 * already took them apart (it exec'd or ended: the sequence moved
+		 * on). The time goes in after the name; if the record was reused
+		 * in between, it names that record's new owner, who held it by
+		 * then.
+		 */
+		if (child > 0 && pp_reg_rec_set(r, &own, REC_LIVE, child))
+			__atomic_store_n(&r->seen_ns, now, __ATOMIC_RELAXED);
+	}
+	nforked = 0;
+}
+
+PP_COMMON void pp_reg_fork_child(bool named)
+{
+	int32_t pid = 0;
+
+	if (!nforked && !nmine)
+		return;
+	/* The parent's records are the parent's; the child has its own, if any. */
+	memset(mine, 0, sizeof(mine));
+	nmine = 0;
+	if (!nforked)
+		return;
+	/* A fork libppipe did not see return (libc's own): the child names them. */
+	if (!named)
+		pid = reg_pid();
+	for (int i = 0; i < nforked; i++) {
+		struct reg_rec *r = &reg_recs()[forked[i].rec - 1];
+		uint64_t own = forked[i].own;
+
+		/* Ours whatever the parent writes: it only adds the name (the pid). */
+		if (pid && pp_reg_rec_set(r, &own, REC_LIVE, pid))
+			r->seen_ns = reg_boot_ns();
+		mine[i].own = OWN(OWN_SEQ(own), REC_LIVE, 0);
+		mine[i].rec = forked[i].rec;
+		nmine = 1;
+	}
+	nforked = 0;
 }
 
 /* ---- exec records ---- */
 
-/*
- * A claim must come soon after the exec it names: the image to come claims
- * its record while it starts. Together with the pid and the command name
- * this tells the image apart from a later process that got the same pid
- * and inherited the variable through a program that does not run
- * libppipe (a static one): that would take long enough for its pid to
- * come round again.
- */
-#define REG_CLAIM_WINDOW_NS (10ull * 1000000000ull)
-
-static void rec_uncharge(struct exec_rec *r, uint32_t n)
+/* Takes every entry out of @r and undoes it. */
+uint32_t pp_reg_rec_empty(struct reg_rec *r, bool charges_made_plain)
 {
-	for (uint32_t i = 0; i < n && i < PP_EXEC_MAX_PIPES; i++) {
-		struct pp_shared *s = slot_at(r->slot[i]);
+	uint32_t n = 0;
 
-		if (s && __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) == r->ino[i]) {
-			dec(&s->pending);
-			slot_maybe_free(s);
+	for (int k = 0; k < REC_ENTRIES; k++) {
+		uint64_t e = __atomic_exchange_n(&r->ent[k], 0, __ATOMIC_ACQ_REL);
+
+		if (e) {
+			ent_undo(e, charges_made_plain);
+			n++;
 		}
 	}
+	return n;
+}
+
+/* Writes @v in decimal at @out; returns the end. */
+static char *put_num(char *out, unsigned long v)
+{
+	pp_utoa(v, out);
+	return out + strlen(out);
+}
+
+/* Writes "<id>.<key>" (the registry's name in PPIPE_REGISTRY) at @out; returns the end. */
+static char *put_name(char *out, int id, uint64_t key)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	out = put_num(out, (unsigned long)id);
+	*out++ = '.';
+	for (int sh = 60; sh >= 0; sh -= 4)
+		*out++ = hex[(key >> sh) & 0xf];
+	*out = 0;
+	return out;
 }
 
 PP_COMMON int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm,
 				struct pp_shared *const *slot, const uint64_t *inos, int n,
-				bool for_child)
+				enum pp_exec_who who)
 {
-	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
-	struct exec_rec *r = NULL;
-	long fd;
+	struct reg_header *h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
+	struct reg_rec *r = NULL;
+	int handed = 0;
+	char *e;
 
 	c->rec = -1;
-	c->fd = -1;
 	c->env[0] = 0;
-	if (!h || pp_reg_fd() < 0)
+	if (!h || reg_id < 0)
 		return -ENOENT;
 	if (n > PP_EXEC_MAX_PIPES)
 		return -E2BIG;
-	/* The registry fd the new image maps: inherited, so not close-on-exec. */
-	fd = inheritable_fd();
-	if (fd < 0)
-		return (int)fd;
-	for (uint32_t i = 0; i < REG_RECS && n; i++) {
-		uint64_t zero = 0;
-
-		if (__atomic_load_n(&recs()[i].nonce, __ATOMIC_RELAXED) ||
-		    !__atomic_compare_exchange_n(&recs()[i].nonce, &zero, UINT64_MAX, false,
-						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			continue;
-		r = &recs()[i];
-		c->rec = (int)i;
-		break;
-	}
-	if (n && !r) {
-		pp_sys_close((int)fd);
-		return -ENOSPC;
-	}
-	if (r) {
-		/* A spawned child's pid comes once it exists. */
-		r->pid = for_child ? 0 : (int32_t)PP_SYSCALL(SYS_getpid);
-		r->exec_ns = pp_mono_ns();
+	if (n) {
+		r = rec_take(&c->own);
+		/* Not in a vfork child: it runs on its parent's stack, its exec waiting. */
+		if (!r && who != PP_EXEC_VFORK_CHILD && pp_reg_sweep(true, reg_boot_ns()))
+			r = rec_take(&c->own);
+		if (!r) {
+			pp_reg_note_full("records");
+			return -ENOSPC;
+		}
+		c->rec = (int)(r - reg_recs());
 		pp_comm_copy(r->comm, comm);
-		r->n = 0;
 		for (int i = 0; i < n; i++) {
 			struct pp_shared *s = slot[i];
 
-			if (!s || __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != inos[i])
+			if (!s || reg_slot_at(reg_slot_index(s)) != s || inos[i] > UINT32_MAX)
 				continue;
 			/* Charged before the exec: no moment without a holder on record. */
 			__atomic_fetch_add(&s->pending, 1, __ATOMIC_ACQ_REL);
-			r->slot[r->n] = (uint32_t)(s - slots());
-			r->ino[r->n] = inos[i];
-			r->n++;
+			if (__atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != inos[i] ||
+			    !rec_add(r, ENT(reg_slot_index(s), ENT_CHARGE, inos[i]))) {
+				reg_dec(&s->pending);
+				pp_reg_slot_maybe_free(s);
+			}
 		}
-		/* Any odd value marks it in use (the header's counter is not written: one page less). */
-		__atomic_store_n(&r->nonce, r->exec_ns | 1, __ATOMIC_RELEASE);
+		/*
+		 * The image is this process (or the vfork child's): pid and time
+		 * are its now. A spawned child's come once it exists.
+		 */
+		if (who != PP_EXEC_SPAWN_CHILD)
+			r->seen_ns = r->made_ns;
+		pp_reg_rec_set(r, &c->own, REC_EXEC,
+			       who == PP_EXEC_SPAWN_CHILD ? 0 : OWN_PID(c->own));
 	}
-	c->fd = (int)fd;
 	memcpy(c->env, REG_VAR, sizeof(REG_VAR) - 1);
-	pp_utoa((unsigned long)fd, c->env + sizeof(REG_VAR) - 1);
-	if (c->rec >= 0) {
-		char *e = c->env;
-
-		while (*e)
-			e++;
-		*e = ':';
-		pp_utoa((unsigned long)c->rec, e + 1);
+	e = put_name(c->env + sizeof(REG_VAR) - 1, reg_id, h->key);
+	*e++ = ':';
+	if (c->rec >= 0)
+		e = put_num(e, (unsigned long)c->rec);
+	else
+		*e++ = '-';
+	/* This process's own records go with it: the image gives them back. */
+	for (int i = 0; who == PP_EXEC_SELF && i < OWN_MAX && handed < PP_EXEC_HANDED_MAX; i++) {
+		if (!mine_at(i))
+			continue;
+		*e++ = handed++ ? ',' : ':';
+		e = put_num(e, __atomic_load_n(&mine[i].rec, __ATOMIC_RELAXED) - 1);
 	}
+	*e = 0;
 	return 0;
 }
 
 PP_COMMON void pp_reg_exec_failed(struct pp_exec_charge *c)
 {
-	if (c->rec >= 0 && (uint32_t)c->rec < REG_RECS && reg) {
-		struct exec_rec *r = &recs()[c->rec];
+	if (c->rec >= 0 && (uint32_t)c->rec < pp_reg_nrecs && pp_reg) {
+		struct reg_rec *r = &reg_recs()[c->rec];
 
-		rec_uncharge(r, r->n);
-		__atomic_store_n(&r->nonce, 0, __ATOMIC_RELEASE);
+		/* Still as we made it (nobody claimed it meanwhile): undone. */
+		if (pp_reg_rec_set(r, &c->own, REC_BUSY, OWN_PID(c->own))) {
+			pp_reg_rec_empty(r, false);
+			pp_reg_rec_free(r, c->own);
+		}
 	}
-	if (c->fd >= 0)
-		pp_sys_close(c->fd);
 	c->rec = -1;
-	c->fd = -1;
 }
 
 PP_COMMON void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid)
 {
-	if (c->rec >= 0 && (uint32_t)c->rec < REG_RECS && reg) {
-		struct exec_rec *r = &recs()[c->rec];
+	if (c->rec >= 0 && (uint32_t)c->rec < pp_reg_nrecs && pp_reg) {
+		struct reg_rec *r = &reg_recs()[c->rec];
 
-		/* The child takes the record by its pid. */
-		__atomic_store_n(&r->pid, (int32_t)pid, __ATOMIC_RELEASE);
+		/*
+		 * The child exists now. Nothing takes an unnamed record from
+		 * under its living maker, so the time goes in first.
+		 */
+		r->seen_ns = reg_boot_ns();
+		pp_reg_rec_set(r, &c->own, REC_EXEC, pid);
 	}
-	/* A child that exited at once leaves its record unclaimed: plain. */
-	if (c->fd >= 0)
-		pp_sys_close(c->fd);
 	c->rec = -1;
-	c->fd = -1;
 }
 
-/* The record the exec that made this image named (PPIPE_REGISTRY=fd:rec). */
+/* The record the exec that made this image named (PPIPE_REGISTRY=...:rec). */
 PP_HOT static int32_t joined_rec = -1;
+/* The records of the image that exec'd this one, to give back (PPIPE_REGISTRY=...:rec:a,b). */
+static int32_t handed[PP_EXEC_HANDED_MAX];
+static int nhanded;
+
+/* Gives back the holds of the image that exec'd this one (this same process). */
+PP_START static void give_back_handed(int32_t pid)
+{
+	for (int i = 0; i < nhanded; i++) {
+		struct reg_rec *r =
+			(uint32_t)handed[i] < pp_reg_nrecs ? &reg_recs()[handed[i]] : NULL;
+		uint64_t own = r ? __atomic_load_n(&r->own, __ATOMIC_ACQUIRE) : 0;
+
+		/* Unnamed: a fork parent may not have named it yet when that image exec'd. */
+		if (OWN_STATE(own) != REC_LIVE || (OWN_PID(own) != pid && OWN_PID(own)))
+			continue;
+		pp_reg_rec_empty(r, false);
+		pp_reg_rec_free(r, __atomic_load_n(&r->own, __ATOMIC_ACQUIRE));
+	}
+	nhanded = 0;
+}
 
 /*
  * Holds this image took by claiming its record: one per pipe it was
  * handed, given to the pipe's object when an fd of it is taken over, or
  * back to the registry at exit or exec. Fork children inherit the list
- * (the parent takes their holds).
+ * (the parent records their holds).
  */
+enum { CLAIM_HELD, CLAIM_TAKEN, CLAIM_GIVEN_BACK };
 static struct {
 	uint32_t slot;
 	uint64_t ino;
-	int taken; /* handed to a pipe object, or given back (atomic) */
+	int state; /* CLAIM_* (atomic) */
 } claimed[PP_EXEC_MAX_PIPES];
 PP_HOT static int nclaimed;
 
@@ -405,40 +773,44 @@ PP_HOT static int nclaimed;
  * spawned child's record whose pid is not filled in yet, 0 when it is not
  * ours.
  */
-PP_START static int claim_once(struct exec_rec *r, int32_t pid, const char comm[16])
+PP_START static int claim_once(struct reg_rec *r, int32_t pid, const char comm[16])
 {
-	uint64_t nonce = __atomic_load_n(&r->nonce, __ATOMIC_ACQUIRE);
-	int32_t rpid;
-	uint32_t n;
+	uint64_t own = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
 
-	if (!nonce || nonce == UINT64_MAX || !pp_comm_equal(r->comm, comm))
+	if (OWN_STATE(own) != REC_EXEC || !pp_comm_equal(r->comm, comm))
 		return 0;
-	rpid = __atomic_load_n(&r->pid, __ATOMIC_ACQUIRE);
-	if (!rpid)
+	if (!OWN_PID(own))
 		return 2;
-	if (rpid != pid ||
-	    pp_mono_ns() - __atomic_load_n(&r->exec_ns, __ATOMIC_RELAXED) > REG_CLAIM_WINDOW_NS)
+	if (OWN_PID(own) != pid ||
+	    reg_boot_ns() - __atomic_load_n(&r->made_ns, __ATOMIC_RELAXED) > pp_reg_claim_ns)
 		return 0;
 	/* Ours: lift the charges once, whoever else looks. */
-	if (!__atomic_compare_exchange_n(&r->nonce, &nonce, UINT64_MAX, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_RELAXED))
+	if (!pp_reg_rec_set(r, &own, REC_BUSY, pid))
 		return 0;
-	n = __atomic_load_n(&r->n, __ATOMIC_RELAXED);
-	for (uint32_t i = 0; i < n && i < PP_EXEC_MAX_PIPES; i++) {
-		struct pp_shared *s = slot_at(r->slot[i]);
+	for (int k = 0; k < REC_ENTRIES; k++) {
+		uint64_t e = __atomic_load_n(&r->ent[k], __ATOMIC_ACQUIRE), held;
+		struct pp_shared *s = reg_slot_at(ENT_SLOT(e));
 
-		/* Inode 0 is a free slot's: an entry no exec wrote (a scribbled count). */
-		if (!s || !r->ino[i] || __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != r->ino[i])
+		if (!e)
 			continue;
+		/* An entry no exec wrote (a scribbled record) or a slot since reused: dropped. */
+		if (ENT_KIND(e) != ENT_CHARGE || !s || !reg_slot_is(s, ENT_INO(e))) {
+			__atomic_store_n(&r->ent[k], 0, __ATOMIC_RELEASE);
+			continue;
+		}
 		/* The hold first: the slot never looks unheld in between. */
 		__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
-		dec(&s->pending);
-		claimed[nclaimed].slot = r->slot[i];
-		claimed[nclaimed].ino = r->ino[i];
-		claimed[nclaimed].taken = 0;
+		held = ENT(ENT_SLOT(e), ENT_HOLD, ENT_INO(e));
+		__atomic_store_n(&r->ent[k], held, __ATOMIC_RELEASE);
+		reg_dec(&s->pending);
+		claimed[nclaimed].slot = ENT_SLOT(e);
+		claimed[nclaimed].ino = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
+		claimed[nclaimed].state = CLAIM_HELD;
 		nclaimed++;
 	}
-	__atomic_store_n(&r->nonce, 0, __ATOMIC_RELEASE);
+	/* The record is this image's own now: its holds (same process, same identity). */
+	if (pp_reg_rec_set(r, &own, REC_LIVE, pid))
+		mine_add(r, own);
 	return 1;
 }
 
@@ -454,10 +826,13 @@ PP_START int pp_reg_exec_claim(void)
 {
 	struct timespec pause = { 0, 200000 };
 	char comm[16];
-	int32_t pid = (int32_t)PP_SYSCALL(SYS_getpid);
+	int32_t pid = reg_pid();
 	int r = 0;
 
-	if (!reg || joined_rec < 0 || (uint32_t)joined_rec >= REG_RECS)
+	if (!pp_reg)
+		return 0;
+	give_back_handed(pid);
+	if (joined_rec < 0 || (uint32_t)joined_rec >= pp_reg_nrecs)
 		return 0;
 	exec_comm(comm);
 	/*
@@ -465,7 +840,7 @@ PP_START int pp_reg_exec_claim(void)
 	 * returns, which may be just after the child got here: wait for it,
 	 * 200 ms at most.
 	 */
-	for (int i = 0; i < 1000 && (r = claim_once(&recs()[joined_rec], pid, comm)) == 2; i++)
+	for (int i = 0; i < 1000 && (r = claim_once(&reg_recs()[joined_rec], pid, comm)) == 2; i++)
 		PP_SYSCALL(SYS_nanosleep, &pause, NULL);
 	return r == 1 ? nclaimed : -ESRCH;
 }
@@ -473,27 +848,20 @@ PP_START int pp_reg_exec_claim(void)
 PP_COMMON long pp_reg_claimed_take(uint64_t ino)
 {
 	for (int i = 0; i < nclaimed; i++) {
-		int no = 0;
+		int held = CLAIM_HELD;
 
 		if (claimed[i].ino == ino &&
-		    __atomic_compare_exchange_n(&claimed[i].taken, &no, 1, false, __ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED))
+		    __atomic_compare_exchange_n(&claimed[i].state, &held, CLAIM_TAKEN, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			return claimed[i].slot;
 	}
 	return -ENOENT;
 }
 
-PP_COMMON struct pp_shared *pp_reg_claimed_slot(uint64_t ino)
-{
-	for (int i = 0; i < nclaimed; i++)
-		if (claimed[i].ino == ino && !__atomic_load_n(&claimed[i].taken, __ATOMIC_ACQUIRE))
-			return slot_at(claimed[i].slot);
-	return NULL;
-}
-
 PP_COMMON struct pp_shared *pp_reg_slot_at(long slot, uint64_t ino)
 {
-	struct pp_shared *s = slot >= 0 && reg ? slot_at((uint32_t)slot) : NULL;
+	struct pp_shared *s =
+		slot >= 0 && slot <= UINT32_MAX && pp_reg ? reg_slot_at((uint32_t)slot) : NULL;
 
 	return s && __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) == ino ? s : NULL;
 }
@@ -505,95 +873,144 @@ PP_COMMON int pp_reg_claimed_left(void)
 	if (likely(!__atomic_load_n(&nclaimed, __ATOMIC_RELAXED)))
 		return 0;
 	for (int i = 0; i < nclaimed; i++)
-		n += !__atomic_load_n(&claimed[i].taken, __ATOMIC_RELAXED);
+		n += __atomic_load_n(&claimed[i].state, __ATOMIC_RELAXED) == CLAIM_HELD;
 	return n;
 }
 
-PP_COMMON void pp_reg_claimed_hold(int delta)
+PP_COMMON void pp_reg_claimed_fork(void)
 {
-	if (likely(!__atomic_load_n(&nclaimed, __ATOMIC_RELAXED)))
-		return;
-	for (int i = 0; i < nclaimed; i++) {
-		struct pp_shared *s;
-
-		if (__atomic_load_n(&claimed[i].taken, __ATOMIC_ACQUIRE) ||
-		    !(s = pp_reg_slot_at(claimed[i].slot, claimed[i].ino)))
-			continue;
-		if (delta > 0) {
-			__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
-		} else {
-			dec(&s->holders);
-			slot_maybe_free(s);
-		}
-	}
+	for (int i = 0; i < nclaimed; i++)
+		if (__atomic_load_n(&claimed[i].state, __ATOMIC_ACQUIRE) == CLAIM_HELD)
+			pp_reg_fork_hold(pp_reg_slot_at(claimed[i].slot, claimed[i].ino));
 }
 
-void pp_reg_occupancy(struct pp_reg_occupancy *o)
+PP_COMMON void pp_reg_release_all(void)
 {
-	struct reg_header *h = __atomic_load_n(&reg, __ATOMIC_ACQUIRE);
+	struct reg_rec *r;
 
-	*o = (struct pp_reg_occupancy){ 0 };
-	if (!h)
+	if (likely(!__atomic_load_n(&pp_reg, __ATOMIC_RELAXED)) ||
+	    !__atomic_load_n(&nmine, __ATOMIC_RELAXED))
 		return;
-	o->slots_max = REG_SLOTS;
-	o->records_max = REG_RECS;
-	for (uint32_t i = 0; i < REG_SLOTS; i++) {
-		uint64_t ino = __atomic_load_n(&slots()[i].ino, __ATOMIC_RELAXED);
+	/*
+	 * Every entry of every record of ours: the pipes' holds, the claimed
+	 * ones not taken over. A pipe that closes later finds its entry gone
+	 * and gives nothing back twice.
+	 */
+	for (int i = 0; i < nclaimed; i++)
+		__atomic_store_n(&claimed[i].state, CLAIM_GIVEN_BACK, __ATOMIC_RELEASE);
+	for (int i = 0; i < OWN_MAX; i++) {
+		uint64_t own = __atomic_load_n(&mine[i].own, __ATOMIC_RELAXED);
 
-		o->slots += ino && ino != REG_TOMB;
+		if (!(r = mine_at(i)))
+			continue;
+		__atomic_store_n(&mine[i].rec, 0, __ATOMIC_RELEASE);
+		pp_reg_rec_empty(r, false);
+		own = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
+		if (OWN_STATE(own) == REC_LIVE)
+			pp_reg_rec_free(r, own);
 	}
-	for (uint32_t i = 0; i < REG_RECS; i++)
-		o->records += !!__atomic_load_n(&recs()[i].nonce, __ATOMIC_RELAXED);
 }
 
 /* ---- joining at start-up ---- */
+
+/* Reads a record index at *@v (at most REG_RECS - 1), moving past it; -1 if none. */
+PP_START static long parse_rec(const char **v)
+{
+	long rec = 0;
+	int digits = 0;
+
+	for (; **v >= '0' && **v <= '9' && rec < REG_RECS; (*v)++, digits++)
+		rec = rec * 10 + (**v - '0');
+	return digits && rec < REG_RECS ? rec : -1;
+}
+
+/* Reads "<id>.<key hex>:<record>|-[:<handed>,...]" from @v. */
+PP_START static int parse_var(const char *v, long *id, uint64_t *key, long *rec)
+{
+	int digits = 0;
+
+	*id = 0;
+	*key = 0;
+	*rec = -1;
+	nhanded = 0;
+	for (; *v >= '0' && *v <= '9'; v++) {
+		if (*id > (1l << 30))
+			return -EINVAL;
+		*id = *id * 10 + (*v - '0');
+		digits++;
+	}
+	if (!digits || *v++ != '.')
+		return -EINVAL;
+	for (digits = 0; digits < 16; digits++, v++) {
+		int x = *v >= '0' && *v <= '9' ? *v - '0' :
+			*v >= 'a' && *v <= 'f' ? *v - 'a' + 10 :
+						 -1;
+
+		if (x < 0)
+			return -EINVAL;
+		*key = *key << 4 | (uint64_t)x;
+	}
+	if (*v++ != ':')
+		return -EINVAL;
+	if (*v == '-')
+		v++;
+	else if ((*rec = parse_rec(&v)) < 0)
+		return -EINVAL;
+	if (*v == ':') {
+		do {
+			long h;
+
+			v++;
+			if ((h = parse_rec(&v)) < 0 || nhanded == PP_EXEC_HANDED_MAX)
+				return -EINVAL;
+			handed[nhanded++] = (int32_t)h;
+		} while (*v == ',');
+	}
+	return *v ? -EINVAL : 0;
+}
 
 PP_START int pp_reg_join(char **envp)
 {
 	const char *v = NULL;
 	struct reg_header *h;
-	struct stat st;
-	long fd = 0, rec = -1;
+	struct shmid_ds ds;
+	long id, rec, euid;
+	uint64_t key;
 
 	for (char **e = envp; e && *e; e++)
 		if (!strncmp(*e, REG_VAR, sizeof(REG_VAR) - 1))
 			v = *e + sizeof(REG_VAR) - 1;
 	if (!v || !*v)
 		return -ENOENT;
-	for (; *v && *v != ':'; v++) {
-		if (*v < '0' || *v > '9' || fd > (1 << 20))
-			return -EINVAL;
-		fd = fd * 10 + (*v - '0');
-	}
-	if (*v == ':') {
-		for (v++, rec = 0; *v >= '0' && *v <= '9' && rec < REG_RECS; v++)
-			rec = rec * 10 + (*v - '0');
-		if (*v || rec >= REG_RECS)
-			return -EINVAL;
-	}
-	/* Only a memfd of exactly our size and layout is taken. */
-	if (PP_SYSCALL(SYS_fstat, (int)fd, &st) || !S_ISREG(st.st_mode) ||
-	    (size_t)st.st_size != REG_SIZE)
+	if (parse_var(v, &id, &key, &rec))
 		return -EINVAL;
-	h = map_fd((int)fd);
+	/*
+	 * Only a segment of exactly our size that belongs to this user and is
+	 * open to nobody else: another user's (or one they can write) is
+	 * never taken, whatever the environment says.
+	 */
+	euid = (long)getauxval(AT_EUID);
+	if (PP_SYSCALL(SYS_shmctl, (int)id, IPC_STAT, &ds) || ds.shm_segsz != REG_SIZE ||
+	    (long)ds.shm_perm.uid != euid || (long)ds.shm_perm.cuid != euid ||
+	    (ds.shm_perm.mode & 0777) != 0600)
+		return -EINVAL;
+	h = attach((int)id);
 	if (!h)
 		return -ENOMEM;
 	if (h->magic != REG_MAGIC || h->version != REG_VERSION || h->slots != REG_SLOTS ||
 	    h->recs != REG_RECS || h->slot_size != sizeof(struct pp_shared) ||
-	    h->rec_size != sizeof(struct exec_rec)) {
-		PP_SYSCALL(SYS_munmap, h, REG_SIZE);
+	    h->rec_size != sizeof(struct reg_rec) || h->entries != REC_ENTRIES || h->key != key) {
+		detach(h);
 		return -EINVAL;
 	}
-	/*
-	 * The number stays where the exec'ing process put it (high, out of
-	 * the program's way), close-on-exec now: an exec of ours hands a fresh
-	 * one on.
-	 */
-	/* The record is this image's to claim only once the file is known good. */
-	joined_rec = (int32_t)rec;
-	reg_ino = st.st_ino;
-	pp_sys_fcntl((int)fd, F_SETFD, FD_CLOEXEC);
-	__atomic_store_n(&reg_fd, (int)fd, __ATOMIC_RELEASE);
-	__atomic_store_n(&reg, h, __ATOMIC_RELEASE);
+	pp_reg_nslots = h->slots_limit && h->slots_limit < REG_SLOTS ? h->slots_limit : REG_SLOTS;
+	pp_reg_nrecs = h->recs_limit && h->recs_limit < REG_RECS ? h->recs_limit : REG_RECS;
+	pp_reg_claim_ns = h->claim_ms && h->claim_ms * 1000000ull < REG_CLAIM_WINDOW_NS ?
+				  h->claim_ms * 1000000ull :
+				  REG_CLAIM_WINDOW_NS;
+	/* The record is this image's to claim only once the segment is known good. */
+	joined_rec = rec < pp_reg_nrecs ? (int32_t)rec : -1;
+	reg_id = (int)id;
+	__atomic_store_n(&pp_reg, h, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -21,18 +21,20 @@ and one mprotect() inside the mapping (its RELRO).
   3  fork + execve(/bin/true): the child's calls up to the execve as plain
   4  100 pipes (pipe, 64-byte write, read, close both): no system call per
      pipe; once per process, libppipe's tables (one prlimit64 to size the fd
-     table, at most 3 mmap), nothing else: the same with 1 pipe as with 100
+     table, at most 3 mmap), nothing else: the same with 1 pipe as with 100;
+     no registry (shmget)
   5  a pipe read by a second thread, 8 MiB in 1 MiB writes: vmsplice on that
-     pipe, no memfd_create, /proc/self/fd afterwards as plain
-  6  a pipe a fork child writes 8 MiB into: one memfd_create (the registry)
-     in the parent before the fork, >= 90% of the child's bytes by
-     vmsplice, data intact
+     pipe, no registry (shmget), /proc/self/fd afterwards as plain
+  6  a pipe a fork child writes 8 MiB into: one shmget (the registry) in the
+     parent before the fork, >= 90% of the child's bytes by vmsplice, data
+     intact
   7  a process that tracks a pipe forks a child that calls _exit: the
-     child's calls as plain
+     child's calls as plain (the parent records the child's holds)
   8  sh -c 'cat FILE | cat > /dev/null': the second cat, from its execve to
      its first read of stdin, adds nothing but the loader's mapping and at
-     most one fstat, mmap, fcntl(F_SETFD), getpid and clock_gettime (taking
-     the registry); no /proc, no getdents64, no prlimit64
+     most one shmctl(IPC_STAT), shmat, getpid and clock_gettime (joining the
+     registry and claiming its record); no /proc, no getdents64, no
+     prlimit64
 
 One line per check, `ok   ...` or `FAIL ...`, with what was measured.
 Exit status: 0 pass, 1 fail, 77 skip (no strace, ptrace not permitted, or
@@ -57,8 +59,7 @@ LOADER_CALLS = {"openat", "read", "pread64", "newfstatat", "fstat", "mmap", "mpr
 FSTATS = ("fstat", "newfstatat")
 CLONES = ("clone", "clone3", "fork", "vfork")
 # Case 8: what taking the registry over may cost a starting program, at most.
-CLAIM_ALLOWED = {"fstat": 1, "newfstatat": 1, "mmap": 1, "fcntl": 1, "getpid": 1,
-                 "clock_gettime": 1}
+CLAIM_ALLOWED = {"shmctl": 1, "shmat": 1, "getpid": 1, "clock_gettime": 1}
 
 LINE = re.compile(r"^(\d+)\s+(.*)$")
 CALL = re.compile(r"^(\w+)\((.*)$", re.S)
@@ -377,10 +378,10 @@ def case_pipes(r, prog):
           f"with 1 pipe: extra {fmt(one)}; with {NPIPES}: extra {fmt(extra)}")
     fcntl_sz = sum(1 for c in pre if c.name == "fcntl" and "F_GETPIPE_SZ" in c.args)
     sigmask = sum(1 for c in pre if c.name == "rt_sigprocmask")
-    memfd = sum(1 for c in pre if c.name == "memfd_create")
-    check(not memfd and not sigmask and not fcntl_sz,
-          f"4 {NPIPES} pipes: no memfd_create, rt_sigprocmask, fcntl(F_GETPIPE_SZ)",
-          f"memfd_create x{memfd}, rt_sigprocmask x{sigmask} (plain "
+    shm = sum(1 for c in pre if c.name == "shmget")
+    check(not shm and not sigmask and not fcntl_sz,
+          f"4 {NPIPES} pipes: no shmget, rt_sigprocmask, fcntl(F_GETPIPE_SZ)",
+          f"shmget x{shm}, rt_sigprocmask x{sigmask} (plain "
           f"{sum(1 for c in plain if c.name == 'rt_sigprocmask')}), "
           f"fcntl(F_GETPIPE_SZ) x{fcntl_sz}")
 
@@ -425,9 +426,8 @@ def case_thread(r, prog):
           "5 a pipe within one process, 8 MiB in 1 MiB writes: vmsplice on it",
           f"vmsplice {vm} B, write {wr} B into pipe:[{ino}]; data "
           f"{'intact' if data_ok(p1) else 'WRONG: ' + status(p1)}")
-    memfd = [c for c in t1.all_calls() if c.name == "memfd_create"]
-    check(not memfd, "5 a pipe within one process: no memfd_create",
-          f"{len(memfd)} memfd_create")
+    shm = [c for c in t1.all_calls() if c.name == "shmget"]
+    check(not shm, "5 a pipe within one process: no registry (shmget)", f"{len(shm)} shmget")
 
     def listing(p):
         text = re.sub(r"/proc/\d+/", "/proc/PID/", p.stdout.decode(errors="replace"))
@@ -443,10 +443,10 @@ def case_forkwrite(r, prog):
     parent = t1.task(()) or []
     child = t1.task((0,)) or []
     fork_at = next((i for i, c in enumerate(parent) if c.name in CLONES), len(parent))
-    before = sum(1 for c in parent[:fork_at] if c.name == "memfd_create")
-    total = sum(1 for c in t1.all_calls() if c.name == "memfd_create")
+    before = sum(1 for c in parent[:fork_at] if c.name == "shmget")
+    total = sum(1 for c in t1.all_calls() if c.name == "shmget")
     check(before == 1 and total == 1,
-          "6 a pipe across a fork: one memfd_create (the registry), in the parent before "
+          "6 a pipe across a fork: one shmget (the registry), in the parent before "
           "the fork", f"{before} before the fork, {total} in the whole trace")
     ino = made_pipe(parent)
     vm, wr = pipe_bytes(child, ino) if ino else (0, 0)
