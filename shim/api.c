@@ -40,7 +40,7 @@ static void sum_pipe(struct pp_pipe *p, void *arg)
 PP_EXPORT int ppipe_stats_get(struct ppipe_stats *out)
 {
 	struct ppipe_stats all;
-	struct pp_reg_occupancy reg;
+	struct pp_stats_registry reg;
 	struct pp_counters c;
 	size_t room;
 

@@ -214,6 +214,7 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
 		.nclosed = nclosed,
 		.closed_unlisted = unlisted,
 	};
+	pp_reg_occupancy(&rep->registry);
 }
 
 static struct report_ctx report_ctx; /* large; never on the stack */

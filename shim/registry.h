@@ -43,6 +43,7 @@
 #define PP_REGISTRY_H
 
 #include "registry_layout.h"
+#include "stats.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -159,16 +160,6 @@ void pp_reg_claimed_fork(void);
 bool pp_reg_sweep_now(void);
 
 /* What the registry holds now, for the statistics (all 0 without one). */
-struct pp_reg_occupancy {
-	uint64_t slots, slots_max; /* pipe slots in use, and there are */
-	uint64_t records, records_max; /* process records in use, and there are */
-	uint64_t reclaimed; /* records of processes gone, given back, in all */
-	uint64_t reclaimed_holds; /* of their holds */
-	uint64_t expired_charges; /* charges of images that never claimed, made plain verdicts */
-	uint64_t healed; /* counts a sweep found without an owner, set right */
-	uint64_t full; /* times a pipe stayed plain because the registry was full */
-	uint64_t sweeps; /* sweeps run */
-};
-void pp_reg_occupancy(struct pp_reg_occupancy *o);
+void pp_reg_occupancy(struct pp_stats_registry *o);
 
 #endif

@@ -294,7 +294,7 @@ bool pp_reg_sweep_now(void)
 void pp_reg_note_full(const char *what)
 {
 	static int told;
-	struct pp_reg_occupancy o;
+	struct pp_stats_registry o;
 
 	if (pp_reg)
 		reg_add(&pp_reg->full, 1);
@@ -308,11 +308,11 @@ void pp_reg_note_full(const char *what)
 		 (unsigned long long)o.records, (unsigned long long)o.records_max, what);
 }
 
-void pp_reg_occupancy(struct pp_reg_occupancy *o)
+void pp_reg_occupancy(struct pp_stats_registry *o)
 {
 	struct reg_header *h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
 
-	*o = (struct pp_reg_occupancy){ 0 };
+	*o = (struct pp_stats_registry){ 0 };
 	if (!h)
 		return;
 	o->slots_max = pp_reg_nslots;

@@ -8,6 +8,7 @@
  *    "write_behind": {"state":..., "stages":.., "staged_bytes":.., "moved_bytes":..,
  *                     "splices":.., "dropped_bytes":.., "errors_reported":..,
  *                     "flush_waits":..},
+ *    "registry": {<PP_REGISTRY_FIELDS>} or null,
  *    "totals": {<every counter>},
  *    "latency_ns": {"count":..,"avg":..,"p50":..,"p99":..,"max":..,
  *                   "buckets":[[upper_ns,count],...]},
@@ -138,6 +139,29 @@ struct pp_wb_counters {
 };
 extern struct pp_wb_counters pp_wb;
 
+/*
+ * X(name, description): what the report says of the registry this
+ * process's tree shares (registry.h), tree-wide: "registry" in the JSON,
+ * null without one.
+ */
+#define PP_REGISTRY_FIELDS(X)                                                               \
+	X(slots, "pipe slots in use now")                                                   \
+	X(slots_max, "pipe slots there are")                                                \
+	X(records, "process records in use now")                                            \
+	X(records_max, "process records there are")                                         \
+	X(reclaimed, "records of processes gone (or images that never claimed) given back") \
+	X(reclaimed_holds, "holds those records gave back")                                 \
+	X(expired_charges, "charges of images that never claimed, made plain verdicts")      \
+	X(healed, "counts a sweep found without an owner and set right")                    \
+	X(full, "times a pipe or a fork child's hold found no room")                        \
+	X(sweeps, "sweeps run")
+
+struct pp_stats_registry {
+#define PP_X(name, desc) uint64_t name;
+	PP_REGISTRY_FIELDS(PP_X)
+#undef PP_X
+};
+
 struct pp_stats_report {
 	pid_t pid;
 	const char *engine; /* "vmsplice", "passthrough" */
@@ -148,6 +172,7 @@ struct pp_stats_report {
 	uint64_t pool_bytes, pool_peak; /* ring memory mapped now, at most */
 	uint64_t pool_trimmed_bytes; /* given back by trimming, in all */
 	uint64_t pressure_episodes; /* times memory pressure (PSI) began */
+	struct pp_stats_registry registry; /* all 0 (null in the JSON) without one */
 	struct pp_counters totals; /* closed pipes + live ones, summed by the caller */
 	const struct pp_latency *latency;
 	const struct pp_fd_report *fds;

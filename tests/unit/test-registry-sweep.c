@@ -33,9 +33,9 @@
 #define RECS 16u
 #define SLOTS 64u
 
-static struct pp_reg_occupancy occ(void)
+static struct pp_stats_registry occ(void)
 {
-	struct pp_reg_occupancy o;
+	struct pp_stats_registry o;
 
 	pp_reg_occupancy(&o);
 	return o;
