@@ -481,11 +481,11 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	if (r->registry.slots_max) {
 		const char *sep = "{";
 
-#define PP_X(name, desc)                               \
-	pp_out_str(&o, sep);                           \
-	pp_out_json_str(&o, #name);                    \
-	pp_out_mem(&o, ":", 1);                        \
-	pp_out_u64(&o, r->registry.name);              \
+#define PP_X(name, desc)                  \
+	pp_out_str(&o, sep);              \
+	pp_out_json_str(&o, #name);       \
+	pp_out_mem(&o, ":", 1);           \
+	pp_out_u64(&o, r->registry.name); \
 	sep = ",";
 		PP_REGISTRY_FIELDS(PP_X)
 #undef PP_X
