@@ -37,7 +37,7 @@ struct pp_shared {
 
 #define REG_MAGIC 0x3367657270697070ull /* "ppipreg3" */
 #define REG_VERSION 3
-#define REG_SLOTS 32768u
+#define REG_SLOTS 16384u
 #define REG_RECS 8192u
 #define REC_ENTRIES PP_EXEC_MAX_PIPES
 #define REG_PROBES 256u /* longest probe sequence: beyond it the registry is full */

@@ -20,6 +20,44 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
+
+/*
+ * Which pages of the segment exist: a page nobody ever wrote holds only
+ * zeros (free records, unused slots), and reading it would make it
+ * memory. Walks over the whole registry look only at the pages that
+ * exist, so that its memory stays what its use made it. Pages of 4 KiB
+ * or more; unknown (mincore refused): all.
+ */
+#define REG_PAGES_MAX ((REG_SIZE + 4095) / 4096)
+struct resident {
+	unsigned char vec[REG_PAGES_MAX];
+	size_t shift;
+};
+
+static void resident_map(struct resident *m)
+{
+	unsigned long page = getauxval(AT_PAGESZ);
+
+	m->shift = 12;
+	while (page > 4096 && (1ul << m->shift) < page)
+		m->shift++;
+	if (PP_SYSCALL(SYS_mincore, pp_reg, REG_SIZE, m->vec))
+		memset(m->vec, 1, sizeof(m->vec));
+}
+
+static bool resident(const struct resident *m, const void *p)
+{
+	return m->vec[(size_t)((const char *)p - (const char *)pp_reg) >> m->shift] & 1;
+}
+
+/* Record @i's owner word, or 0 (free) when its page was never written. */
+static uint64_t rec_own(const struct resident *m, uint32_t i)
+{
+	const struct reg_rec *r = &reg_recs()[i];
+
+	return resident(m, &r->own) ? __atomic_load_n(&r->own, __ATOMIC_ACQUIRE) : 0;
+}
 
 /*
  * Whether the process @pid is gone. With @seen_ns (CLOCK_BOOTTIME at which
@@ -150,7 +188,7 @@ static bool rec_reclaim(struct reg_rec *r, uint64_t own)
  * making the pipe plain first, since a charge is only ever lifted by the
  * image it describes.
  */
-static void recount(uint32_t from, uint32_t n, uint32_t cycle)
+static void recount(const struct resident *m, uint32_t from, uint32_t n, uint32_t cycle)
 {
 	uint16_t hold[SWEEP_SLOTS], charge[SWEEP_SLOTS];
 
@@ -159,7 +197,8 @@ static void recount(uint32_t from, uint32_t n, uint32_t cycle)
 	for (uint32_t i = 0; i < pp_reg_nrecs; i++) {
 		struct reg_rec *r = &reg_recs()[i];
 
-		if (OWN_STATE(__atomic_load_n(&r->own, __ATOMIC_ACQUIRE)) == REC_FREE)
+		/* A record in use was written whole: its entries' page exists too. */
+		if (OWN_STATE(rec_own(m, i)) == REC_FREE)
 			continue;
 		for (int k = 0; k < REC_ENTRIES; k++) {
 			uint64_t e = __atomic_load_n(&r->ent[k], __ATOMIC_RELAXED);
@@ -176,15 +215,16 @@ static void recount(uint32_t from, uint32_t n, uint32_t cycle)
 	}
 	for (uint32_t at = 0; at < n; at++) {
 		struct pp_shared *s = &reg_slots()[from + at];
-		uint64_t ino = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
-		uint32_t hs = __atomic_load_n(&s->holders, __ATOMIC_ACQUIRE);
-		uint32_t ps = __atomic_load_n(&s->pending, __ATOMIC_ACQUIRE);
-		uint32_t eh = hs > hold[at] ? hs - hold[at] : 0;
-		uint32_t ep = ps > charge[at] ? ps - charge[at] : 0;
-		uint32_t mark, was = __atomic_load_n(&s->mark, __ATOMIC_RELAXED);
+		uint64_t ino = resident(m, s) ? __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) : 0;
+		uint32_t hs, ps, eh, ep, mark, was;
 
 		if (!ino || ino == REG_TOMB)
 			continue;
+		hs = __atomic_load_n(&s->holders, __ATOMIC_ACQUIRE);
+		ps = __atomic_load_n(&s->pending, __ATOMIC_ACQUIRE);
+		eh = hs > hold[at] ? hs - hold[at] : 0;
+		ep = ps > charge[at] ? ps - charge[at] : 0;
+		was = __atomic_load_n(&s->mark, __ATOMIC_RELAXED);
 		eh = eh > 255 ? 255 : eh;
 		ep = ep > 255 ? 255 : ep;
 		mark = eh || ep ? (cycle & 0xffffu) << 16 | eh << 8 | ep : 0;
@@ -217,6 +257,7 @@ bool pp_reg_sweep(bool needed, uint64_t now)
 	struct reg_header *h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
 	uint64_t busy, since;
 	uint32_t freed = 0, looked = 0, cursor, i, from, n, backoff;
+	struct resident m;
 	int32_t pid;
 
 	if (!h || (!needed && now < __atomic_load_n(&h->sweep_after, __ATOMIC_RELAXED)) ||
@@ -239,10 +280,11 @@ bool pp_reg_sweep(bool needed, uint64_t now)
 		return false;
 	__atomic_store_n(&h->sweep_since, now, __ATOMIC_RELAXED);
 
+	resident_map(&m);
 	cursor = __atomic_load_n(&h->rec_cursor, __ATOMIC_RELAXED) % pp_reg_nrecs;
 	for (i = 0; i < pp_reg_nrecs && looked < SWEEP_RECS; i++) {
 		struct reg_rec *r = &reg_recs()[(cursor + i) % pp_reg_nrecs];
-		uint64_t own = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
+		uint64_t own = rec_own(&m, (cursor + i) % pp_reg_nrecs);
 
 		if (OWN_STATE(own) == REC_FREE)
 			continue;
@@ -257,7 +299,7 @@ bool pp_reg_sweep(bool needed, uint64_t now)
 
 	from = __atomic_load_n(&h->slot_cursor, __ATOMIC_RELAXED) % pp_reg_nslots;
 	n = pp_reg_nslots - from < SWEEP_SLOTS ? pp_reg_nslots - from : SWEEP_SLOTS;
-	recount(from, n, __atomic_load_n(&h->cycle, __ATOMIC_RELAXED));
+	recount(&m, from, n, __atomic_load_n(&h->cycle, __ATOMIC_RELAXED));
 	if (from + n >= pp_reg_nslots) {
 		__atomic_store_n(&h->slot_cursor, 0, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&h->cycle, 1, __ATOMIC_RELAXED);
@@ -311,20 +353,22 @@ void pp_reg_note_full(const char *what)
 void pp_reg_occupancy(struct pp_stats_registry *o)
 {
 	struct reg_header *h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
+	struct resident m;
 
 	*o = (struct pp_stats_registry){ 0 };
 	if (!h)
 		return;
+	resident_map(&m);
 	o->slots_max = pp_reg_nslots;
 	o->records_max = pp_reg_nrecs;
 	for (uint32_t i = 0; i < pp_reg_nslots; i++) {
-		uint64_t ino = __atomic_load_n(&reg_slots()[i].ino, __ATOMIC_RELAXED);
+		const struct pp_shared *s = &reg_slots()[i];
+		uint64_t ino = resident(&m, s) ? __atomic_load_n(&s->ino, __ATOMIC_RELAXED) : 0;
 
 		o->slots += ino && ino != REG_TOMB;
 	}
 	for (uint32_t i = 0; i < pp_reg_nrecs; i++)
-		o->records += OWN_STATE(__atomic_load_n(&reg_recs()[i].own, __ATOMIC_RELAXED)) !=
-			      REC_FREE;
+		o->records += OWN_STATE(rec_own(&m, i)) != REC_FREE;
 	o->reclaimed = __atomic_load_n(&h->reclaimed, __ATOMIC_RELAXED);
 	o->reclaimed_holds = __atomic_load_n(&h->reclaimed_holds, __ATOMIC_RELAXED);
 	o->expired_charges = __atomic_load_n(&h->expired, __ATOMIC_RELAXED);

@@ -55,29 +55,35 @@ static unsigned char pattern(uint64_t i)
 	return (unsigned char)((i * 2654435761u) >> 13);
 }
 
-/* The registry segment of this tree (the one this process maps): size and resident bytes. */
+/*
+ * The registry segment of this tree, the one this process maps (its
+ * /proc/self/maps line names the segment's id as its inode): its size and
+ * resident bytes, from /proc/sysvipc/shm.
+ */
 static void segment(unsigned long long *size, unsigned long long *rss)
 {
-	char line[512], maps[512];
+	char line[512];
+	unsigned long long want = ~0ull;
 	FILE *f = fopen("/proc/self/maps", "r");
-	int mapped = 0;
 
 	*size = *rss = 0;
-	while (f && fgets(maps, sizeof(maps), f))
-		mapped |= strstr(maps, "/SYSV") != NULL;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long ino;
+
+		if (strstr(line, "/SYSV") && sscanf(line, "%*s %*s %*s %*s %llu", &ino) == 1)
+			want = ino;
+	}
 	if (f)
 		fclose(f);
-	f = mapped ? fopen("/proc/sysvipc/shm", "r") : NULL;
+	f = want != ~0ull ? fopen("/proc/sysvipc/shm", "r") : NULL;
 	while (f && fgets(line, sizeof(line), f)) {
-		unsigned long long key, id, perms, sz, cpid, lpid, natt, uid, gid, cuid, cgid, at,
-			dt, ct, rs = 0;
+		unsigned long long key, id, sz, rs, v[10];
 
 		if (sscanf(line,
-			   "%llu %llu %llo %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
-			   "%llu %llu",
-			   &key, &id, &perms, &sz, &cpid, &lpid, &natt, &uid, &gid, &cuid, &cgid,
-			   &at, &dt, &ct, &rs) == 15 &&
-		    key == 0 && (perms & 01000) && sz > *size) {
+			   "%llu %llu %*o %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+			   &key, &id, &sz, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+			   &v[8], &v[9], &rs) == 14 &&
+		    id == want) {
 			*size = sz;
 			*rss = rs;
 		}
