@@ -80,6 +80,8 @@ PP_COMMON static void after_fork_child(void)
 		report_owner = 0;
 	if (final_done)
 		final_done = 0;
+	if (pp_wrote_large)
+		pp_wrote_large = false;
 	if (pp_was_used(PP_USED_STATS))
 		pp_stats_after_fork_child();
 	if (pp_cfg.debug)

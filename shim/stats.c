@@ -26,6 +26,7 @@
 #define PPIPE_VERSION "unknown"
 #endif
 
+PP_HOT bool pp_wrote_large;
 struct pp_counters pp_totals_closed;
 struct pp_latency pp_latency_all;
 struct pp_wb_counters pp_wb;

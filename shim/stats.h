@@ -25,6 +25,7 @@
 #ifndef PP_STATS_H
 #define PP_STATS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -35,6 +36,7 @@
 	X(bytes_accelerated, "bytes those calls moved")                                      \
 	X(writes_passthrough, "write/writev calls on tracked pipes that took the real call") \
 	X(bytes_passthrough, "bytes those calls moved")                                      \
+	X(bytes_passthrough_large, "of them, bytes of writes of PPIPE_MIN_WRITE or more")    \
 	X(fallbacks, "accelerated attempts that fell back to the real call")                 \
 	X(vmsplice_calls, "vmsplice system calls issued")                                    \
 	X(fionread_checks, "FIONREAD checks of the reuse rule")                              \
@@ -69,6 +71,14 @@ static inline void pp_count_quick(struct pp_counters *c, enum pp_counter i, uint
 	__atomic_store_n(&c->v[i], __atomic_load_n(&c->v[i], __ATOMIC_RELAXED) + n,
 			 __ATOMIC_RELAXED);
 }
+
+/*
+ * This process made a write of PPIPE_MIN_WRITE bytes or more into a
+ * tracked pipe (accelerated, fallen back or plain): set once, with a
+ * plain store, by the large-write path; cleared in a fork child. Only
+ * such a process adds itself to the PPIPE_COUNTERS file at its end.
+ */
+extern bool pp_wrote_large;
 
 /* Latency of accelerated writes: log2 buckets with 4 sub-buckets. */
 #define PP_LAT_BUCKETS 256
