@@ -248,25 +248,15 @@ static void host_fill(char *buf, uint32_t uid)
  * killed first, the unnamed file goes with its fd. Returns the fd, or
  * -EEXIST when another process linked its file first, or -errno.
  */
-static int host_create(const char *path, uint32_t uid, int slot[PP_HOST_COUNT])
+static int host_create(char *path, uint32_t uid, int slot[PP_HOST_COUNT])
 {
-	char dir[PP_HOST_PATH_MAX], proc[40] = "/proc/self/fd/";
-	const char *slash = strrchr(path, '/');
-	size_t dlen = slash ? (size_t)(slash - path) : 0;
 	unsigned long map;
 	long fd, r;
 
-	if (!slash)
-		memcpy(dir, ".", 2);
-	else if (!dlen)
-		memcpy(dir, "/", 2);
-	else {
-		memcpy(dir, path, dlen);
-		dir[dlen] = '\0';
-	}
-	fd = PP_SYSCALL(SYS_openat, AT_FDCWD, dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+	fd = pp_sys_tmpfile_for(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
-		pp_debug("PPIPE_COUNTERS: cannot make %s: unnamed file in %s: %s", path, dir,
+		pp_debug("PPIPE_COUNTERS: cannot make %s: an unnamed file in its directory: %s",
+			 path,
 			 fd == -EOPNOTSUPP || fd == -EISDIR ? "no O_TMPFILE on this file system" :
 							      pp_strerror((int)-fd));
 		return (int)fd;
@@ -280,13 +270,8 @@ static int host_create(const char *path, uint32_t uid, int slot[PP_HOST_COUNT])
 	host_fill((char *)map, uid);
 	r = host_io(SYS_pwrite64, (int)fd, (void *)map, PP_HOST_FILE_SIZE, 0);
 	PP_SYSCALL(SYS_munmap, map, PP_HOST_FILE_SIZE);
-	if (r)
-		goto fail;
-	pp_utoa((unsigned long)fd, proc + strlen(proc));
-	r = PP_SYSCALL(SYS_linkat, AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
-	/* No /proc: the fd itself, which needs CAP_DAC_READ_SEARCH. */
-	if (r == -ENOENT)
-		r = PP_SYSCALL(SYS_linkat, fd, "", AT_FDCWD, path, AT_EMPTY_PATH);
+	if (!r)
+		r = pp_sys_link_tmpfile((int)fd, path);
 	if (r)
 		goto fail;
 	for (int k = 0; k < PP_HOST_COUNT; k++)
