@@ -178,10 +178,15 @@ long pp_stats_format(const struct pp_stats_report *r, char *buf, size_t len);
 
 /*
  * Writes @r where PPIPE_STATS says: "1" = stderr, otherwise a path in
- * which "%p" becomes the pid (opened O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC,
- * 0644). A failure prints one warning. Allocates with mmap only.
- * "" and "0" write nothing; "%%" in a path is a literal "%". The report
- * goes out in one write(2), so appends from several processes do not mix.
+ * which "%p" becomes the pid and "%%" a "%". "" and "0" write nothing.
+ * A path with "%p" (a file per process) gets the report whole or not at
+ * all: written into an unnamed file of its directory (O_TMPFILE) and
+ * linked to the name when complete; where the name is taken (a pid used
+ * again) or O_TMPFILE is missing, it is appended as to any other path
+ * (O_WRONLY|O_CREAT|O_APPEND|O_NONBLOCK, 0644), in one write(2), so
+ * appends from several processes do not mix, and after a file's last
+ * line was cut short (a writer killed) with a newline first. A failure
+ * prints one warning. Allocates with mmap only.
  */
 void pp_stats_emit(const char *dest, const struct pp_stats_report *r);
 /* Writes @r to an open fd (ppipe_stats_dump). */
