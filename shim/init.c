@@ -81,7 +81,7 @@ PP_COMMON static void after_fork_child(void)
 		report_owner = 0;
 	if (final_done)
 		final_done = 0;
-	if (pp_wrote_large)
+	if (pp_large_written())
 		pp_wrote_large = false;
 	if (pp_was_used(PP_USED_STATS))
 		pp_stats_after_fork_child();
@@ -228,7 +228,7 @@ static void report_unlock(void)
 /* The PPIPE_COUNTERS file hears only of a process that made a large write into a tracked pipe. */
 static inline bool host_due(void)
 {
-	return pp_wrote_large && pp_cfg.counters[0];
+	return pp_large_written() && pp_cfg.counters[0];
 }
 
 static void host_add(const struct pp_stats_report *rep)
@@ -298,7 +298,7 @@ PP_COMMON void pp_exit(int status, bool upper)
 	 * Nothing to do at all without a report, pipes or a service.
 	 */
 	if (pp_active() &&
-	    (pp_cfg.stats[0] || pp_wrote_large || pp_pipes_live() || pp_reg_claimed_left() ||
+	    (pp_cfg.stats[0] || pp_large_written() || pp_pipes_live() || pp_reg_claimed_left() ||
 	     pp_engine_hooks()) &&
 	    !pp_in_vfork_child()) {
 		if (pp_engine_hooks())

@@ -25,6 +25,8 @@
 #ifndef PP_STATS_H
 #define PP_STATS_H
 
+#include "compiler.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +81,18 @@ static inline void pp_count_quick(struct pp_counters *c, enum pp_counter i, uint
  * such a process adds itself to the PPIPE_COUNTERS file at its end.
  */
 extern bool pp_wrote_large;
+
+/* Relaxed atomics: a plain load and store on x86-64 and aarch64, no locked instruction. */
+static inline bool pp_large_written(void)
+{
+	return __atomic_load_n(&pp_wrote_large, __ATOMIC_RELAXED);
+}
+
+static inline void pp_note_large_write(void)
+{
+	if (unlikely(!pp_large_written()))
+		__atomic_store_n(&pp_wrote_large, true, __ATOMIC_RELAXED);
+}
 
 /* Latency of accelerated writes: log2 buckets with 4 sub-buckets. */
 #define PP_LAT_BUCKETS 256

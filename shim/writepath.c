@@ -114,8 +114,7 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
 	/* Once per process, a plain store: the PPIPE_COUNTERS file hears of this process. */
-	if (unlikely(!pp_wrote_large))
-		pp_wrote_large = true;
+	pp_note_large_write();
 	r = PP_DECLINE;
 	/* An error bytes the engine held met is this write's (write-behind). */
 	if (unlikely(pp_engine_holds(p)) && end == PP_END_WRITE && (e = pp_engine->take_error(p))) {
