@@ -780,6 +780,13 @@ PP_START void pp_config_load_env(char *const *envp, bool secure)
 			 "statistics stay off",
 			 dropped);
 	}
+	if (secure && pp_cfg.counters[0]) {
+		pp_quote(pp_cfg.counters, strlen(pp_cfg.counters), PP_QUOTE_MAX, dropped,
+			 sizeof(dropped));
+		pp_cfg.counters[0] = '\0';
+		pp_debug("PPIPE_COUNTERS=%s ignored: the process is setuid/setgid (AT_SECURE)",
+			 dropped);
+	}
 }
 
 PP_START void pp_config_load(char *const *envp)

@@ -37,6 +37,7 @@ struct pp_config {
 	uint64_t min_write; /* PPIPE_MIN_WRITE, bytes */
 	enum pp_readers readers; /* PPIPE_READERS */
 	char stats[256]; /* PPIPE_STATS: "" or "0" off, "1" stderr, else a path (%p = pid) */
+	char counters[256]; /* PPIPE_COUNTERS: "" off, else a path (%u = effective uid) */
 	bool debug; /* PPIPE_DEBUG */
 	bool verbose; /* PPIPE_VERBOSE */
 	uint64_t ring_size; /* PPIPE_RING_SIZE, bytes per ring; 0 = 2 x pipe capacity */

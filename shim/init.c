@@ -8,6 +8,7 @@
 #include "fault.h"
 #include "faultguard.h"
 #include "fdtable.h"
+#include "hostcounters.h"
 #include "log.h"
 #include "pipe.h"
 #include "pool.h"
@@ -116,6 +117,8 @@ PP_COMMON static void after_fork_child(void)
 		report_owner = 0;
 	if (final_done)
 		final_done = 0;
+	if (pp_large_written())
+		pp_wrote_large = false;
 	if (pp_was_used(PP_USED_STATS))
 		pp_stats_after_fork_child();
 	if (pp_cfg.debug)
@@ -181,18 +184,25 @@ static struct pp_wb_counters wb_snapshot(void)
 	return w;
 }
 
-/* Gathers the report; @ctx is static storage of the caller. */
-static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep)
+/*
+ * Gathers the report; @ctx is static storage of the caller. Without
+ * @itemised, no fd or closed pipe is listed (nor an fd's inode asked).
+ */
+static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep, bool itemised)
 {
-	uint64_t unlisted;
-	size_t nclosed;
+	uint64_t unlisted = 0;
+	size_t nclosed = 0;
 
-	memset(ctx, 0, sizeof(*ctx));
+	if (itemised)
+		memset(ctx, 0, sizeof(*ctx));
+	ctx->n = 0;
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		ctx->totals.v[i] = __atomic_load_n(&pp_totals_closed.v[i], __ATOMIC_RELAXED);
 	pp_pipes_for_each(add_pipe, ctx);
-	pp_fdt_for_each(add_fd, ctx);
-	nclosed = pp_stats_closed(ctx->closed, &unlisted);
+	if (itemised) {
+		pp_fdt_for_each(add_fd, ctx);
+		nclosed = pp_stats_closed(ctx->closed, &unlisted);
+	}
 	for (size_t i = 0; i < nclosed; i++)
 		ctx->closed[i].path = report_path(ctx->closed[i].path, &ctx->closed[i].reason);
 	*rep = (struct pp_stats_report){
@@ -252,19 +262,38 @@ static void report_unlock(void)
 	__atomic_store_n(&report_owner, 0, __ATOMIC_RELEASE);
 }
 
+/* The PPIPE_COUNTERS file hears only of a process that made a large write into a tracked pipe. */
+static inline bool host_due(void)
+{
+	return pp_large_written() && pp_cfg.counters[0];
+}
+
+static void host_add(const struct pp_stats_report *rep)
+{
+	uint64_t v[PP_HOST_COUNT];
+
+	pp_host_values(rep, v);
+	pp_host_add(pp_cfg.counters, v);
+}
+
 /*
  * The process's last report, once: at exit, or in _exit()/_Exit() when
- * exit() did not run (or ran and already wrote it).
+ * exit() did not run (or ran and already wrote it). Its totals go to the
+ * PPIPE_COUNTERS file too.
  */
 PP_COMMON static void report_final(bool bounded)
 {
 	struct pp_stats_report rep;
+	bool stats = pp_cfg.stats[0] && strcmp(pp_cfg.stats, "0");
 
-	if (!pp_cfg.stats[0] || !strcmp(pp_cfg.stats, "0") || !report_lock(bounded))
+	if ((!stats && !host_due()) || !report_lock(bounded))
 		return;
 	if (!__atomic_exchange_n(&final_done, 1, __ATOMIC_RELAXED)) {
-		build_report(&report_ctx, &rep);
-		pp_stats_emit(pp_cfg.stats, &rep);
+		build_report(&report_ctx, &rep, stats);
+		if (stats)
+			pp_stats_emit(pp_cfg.stats, &rep);
+		if (host_due())
+			host_add(&rep);
 	}
 	report_unlock();
 }
@@ -280,7 +309,7 @@ void pp_stats_report_fd(int fd)
 
 	if (!report_lock(false))
 		return;
-	build_report(&report_ctx, &rep);
+	build_report(&report_ctx, &rep, true);
 	pp_stats_emit_fd(fd, &rep);
 	report_unlock();
 }
@@ -305,7 +334,8 @@ PP_COMMON void pp_exit(int status, bool upper)
 	 * Nothing to do at all without a report, pipes or a service.
 	 */
 	if (pp_active() &&
-	    (pp_cfg.stats[0] || pp_pipes_live() || pp_reg_claimed_left() || pp_engine_hooks()) &&
+	    (pp_cfg.stats[0] || pp_large_written() || pp_pipes_live() || pp_reg_claimed_left() ||
+	     pp_engine_hooks()) &&
 	    !pp_in_vfork_child()) {
 		if (pp_engine_hooks())
 			pp_engine->exit();

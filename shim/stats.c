@@ -4,13 +4,16 @@
  * JSON report PPIPE_STATS asks for at exit. The report is formatted by a
  * pure function into a caller's buffer; pp_stats_emit() maps one, writes
  * it with raw system calls (write(2) and open(2) are interposed) and
- * unmaps it. Nothing here allocates from the heap.
+ * unmaps it. Nothing here allocates from the heap. A report is whole or
+ * absent: a file per process gets its name only once written, and an
+ * append after a report cut short starts a line of its own.
  */
 #include "stats.h"
 
 #include "compiler.h"
 #include "config.h"
 #include "log.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -26,6 +30,7 @@
 #define PPIPE_VERSION "unknown"
 #endif
 
+PP_HOT bool pp_wrote_large;
 struct pp_counters pp_totals_closed;
 struct pp_latency pp_latency_all;
 struct pp_wb_counters pp_wb;
@@ -530,12 +535,16 @@ long pp_stats_format(const struct pp_stats_report *r, char *buf, size_t len)
 
 /* ---- output ---- */
 
-/* Expands "%p" to @pid and "%%" to "%" in @dest; -1 if the result does not fit. */
+/*
+ * Expands "%p" to @pid and "%%" to "%" in @dest. Returns 1 if a "%p" was
+ * expanded (a file per process), 0 if not, -1 if the result does not fit.
+ */
 static int pp_stats_path(const char *dest, long pid, char *path, size_t len)
 {
 	char num[24];
 	size_t o = 0, nlen = 0;
 	unsigned long v = pid > 0 ? (unsigned long)pid : 0;
+	int per_process = 0;
 
 	do {
 		num[sizeof(num) - ++nlen] = (char)('0' + v % 10);
@@ -549,6 +558,7 @@ static int pp_stats_path(const char *dest, long pid, char *path, size_t len)
 		if (s[0] == '%' && s[1] == 'p') {
 			piece = num + sizeof(num) - nlen;
 			n = nlen;
+			per_process = 1;
 			s++;
 		} else if (s[0] == '%' && s[1] == '%') {
 			s++;
@@ -559,22 +569,21 @@ static int pp_stats_path(const char *dest, long pid, char *path, size_t len)
 		o += n;
 	}
 	path[o] = '\0';
-	return 0;
+	return per_process;
 }
 
+/* Writes all of @buf to @fd; 0 or -errno. */
 static int pp_write_all(int fd, const char *buf, size_t len)
 {
 	while (len) {
-		long n = syscall(SYS_write, fd, buf, len);
+		long n = PP_SYSCALL(SYS_write, fd, buf, len);
 
-		if (n < 0 && errno == EINTR)
+		if (n == -EINTR)
 			continue;
 		if (n < 0)
-			return -1;
-		if (n == 0) {
-			errno = EIO;
-			return -1;
-		}
+			return (int)n;
+		if (n == 0)
+			return -EIO;
 		buf += n;
 		len -= (size_t)n;
 	}
@@ -582,48 +591,123 @@ static int pp_write_all(int fd, const char *buf, size_t len)
 }
 
 /*
- * Formats @r into a mapped buffer and writes it to @fd in one write(2);
- * @where names @fd in a warning.
+ * A report formatted into a mapped buffer: @text, @len bytes, with a
+ * newline at @text - 1 for an append that must start a line of its own.
  */
-static void pp_stats_write(int fd, const char *where, const struct pp_stats_report *r)
+struct pp_report_buf {
+	char *map;
+	size_t size;
+	char *text;
+	size_t len;
+};
+
+/* Formats @r into @b; 0, or -1 after a warning. */
+static int pp_report_map(const struct pp_stats_report *r, struct pp_report_buf *b)
 {
 	long page = sysconf(_SC_PAGESIZE), n;
 	size_t size;
-	char *buf;
 
 	/* Measure, then leave room for latency buckets that fill meanwhile. */
 	if (page <= 0)
 		page = 4096;
-	size = pp_stats_render(r, NULL, 0) + 1 + 65536;
+	size = pp_stats_render(r, NULL, 0) + 2 + 65536;
 	for (int attempt = 0;; attempt++) {
 		size = (size + (size_t)page - 1) & ~((size_t)page - 1);
-		buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (buf == MAP_FAILED) {
+		b->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			      0);
+		if (b->map == MAP_FAILED) {
 			pp_warn("PPIPE_STATS: cannot map %zu bytes for the report: %s", size,
 				pp_strerror(errno));
-			return;
+			return -1;
 		}
-		n = pp_stats_format(r, buf, size);
+		n = pp_stats_format(r, b->map + 1, size - 1);
 		if (n >= 0)
 			break;
-		munmap(buf, size);
+		munmap(b->map, size);
 		if (attempt == 2) {
 			pp_warn("PPIPE_STATS: the report keeps growing; no statistics written");
-			return;
+			return -1;
 		}
 		size *= 2;
 	}
-	/* One write: appends from many processes to one file do not interleave. */
-	if (pp_write_all(fd, buf, (size_t)n))
-		pp_warn("PPIPE_STATS: cannot write to %s: %s", where, pp_strerror(errno));
-	munmap(buf, size);
+	b->map[0] = '\n';
+	b->size = size;
+	b->text = b->map + 1;
+	b->len = (size_t)n;
+	return 0;
+}
+
+static void pp_report_unmap(struct pp_report_buf *b)
+{
+	munmap(b->map, b->size);
+}
+
+/* Formats @r and writes it to @fd in one write(2); @where names @fd in a warning. */
+static void pp_stats_write(int fd, const char *where, const struct pp_stats_report *r)
+{
+	struct pp_report_buf b;
+	int e;
+
+	if (pp_report_map(r, &b))
+		return;
+	e = pp_write_all(fd, b.text, b.len);
+	if (e)
+		pp_warn("PPIPE_STATS: cannot write to %s: %s", where, pp_strerror(-e));
+	pp_report_unmap(&b);
+}
+
+/*
+ * A file per process: the report is written into an unnamed file in the
+ * directory and linked to @path when complete, so that a process killed
+ * while writing leaves no file rather than half a report. Returns 0, or
+ * -errno for the caller to append instead: -EEXIST when the name is
+ * taken (a pid used again), or no O_TMPFILE there, or a write error.
+ */
+static int pp_stats_whole(char *path, const struct pp_report_buf *b)
+{
+	long fd = pp_sys_tmpfile_for(path, O_WRONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return (int)fd;
+	r = pp_write_all((int)fd, b->text, b->len);
+	if (!r)
+		r = pp_sys_link_tmpfile((int)fd, path);
+	pp_sys_close((int)fd);
+	return (int)r;
+}
+
+/*
+ * An appended report starts a line of its own: after one that was cut
+ * (its writer killed mid-write), a newline first. Only a regular file is
+ * looked at, by a second, read-only fd on the same inode (@fd is
+ * write-only: opened for reading, a FIFO nobody reads would not refuse
+ * it); a concurrent append may at worst leave an empty line.
+ */
+static bool pp_needs_newline(int fd, const char *path)
+{
+	struct stat st, st2;
+	bool cut = false;
+	long rfd;
+	char last;
+
+	if (PP_SYSCALL(SYS_fstat, fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0)
+		return false;
+	rfd = PP_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (rfd < 0)
+		return false;
+	if (!PP_SYSCALL(SYS_fstat, rfd, &st2) && st2.st_ino == st.st_ino &&
+	    st2.st_dev == st.st_dev && st2.st_size > 0)
+		cut = PP_SYSCALL(SYS_pread64, rfd, &last, 1, st2.st_size - 1) == 1 && last != '\n';
+	pp_sys_close((int)rfd);
+	return cut;
 }
 
 void pp_stats_emit(const char *dest, const struct pp_stats_report *r)
 {
-	long pid = r->pid > 0 ? r->pid : syscall(SYS_getpid);
+	long pid = r->pid > 0 ? r->pid : PP_SYSCALL(SYS_getpid), fd;
+	struct pp_report_buf b;
 	char path[PATH_MAX];
-	int saved = errno, fd;
+	int saved = errno, per_process, e;
 
 	if (!dest || !dest[0] || !strcmp(dest, "0"))
 		return;
@@ -631,23 +715,35 @@ void pp_stats_emit(const char *dest, const struct pp_stats_report *r)
 		pp_stats_write(2, "stderr", r);
 		goto out;
 	}
-	if (pp_stats_path(dest, pid, path, sizeof(path))) {
+	per_process = pp_stats_path(dest, pid, path, sizeof(path));
+	if (per_process < 0) {
 		pp_warn("PPIPE_STATS: the path is too long; no statistics written");
 		goto out;
 	}
+	if (pp_report_map(r, &b))
+		goto out;
+	if (per_process && !pp_stats_whole(path, &b))
+		goto done;
 	/*
-	 * Non-blocking, so that a FIFO nobody reads never holds the process
-	 * at exit (ENXIO); a report fits in a pipe that somebody does read.
+	 * Appended. Non-blocking, so that a FIFO nobody reads never holds the
+	 * process at exit (ENXIO); a report fits in a pipe that somebody does
+	 * read.
 	 */
-	fd = (int)syscall(SYS_openat, AT_FDCWD, path,
-			  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+	fd = PP_SYSCALL(SYS_openat, AT_FDCWD, path,
+			O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
 	if (fd < 0) {
 		pp_warn("PPIPE_STATS: cannot open %s: %s", path,
-			errno == ENXIO ? "a FIFO nobody reads" : pp_strerror(errno));
-		goto out;
+			fd == -ENXIO ? "a FIFO nobody reads" : pp_strerror((int)-fd));
+		goto done;
 	}
-	pp_stats_write(fd, path, r);
-	syscall(SYS_close, fd);
+	/* One write: appends from many processes to one file do not interleave. */
+	e = pp_needs_newline((int)fd, path) ? pp_write_all((int)fd, b.text - 1, b.len + 1) :
+					      pp_write_all((int)fd, b.text, b.len);
+	if (e)
+		pp_warn("PPIPE_STATS: cannot write to %s: %s", path, pp_strerror(-e));
+	pp_sys_close((int)fd);
+done:
+	pp_report_unmap(&b);
 out:
 	errno = saved;
 }

@@ -26,6 +26,9 @@
 #ifndef PP_STATS_H
 #define PP_STATS_H
 
+#include "compiler.h"
+
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,6 +39,7 @@
 	X(bytes_accelerated, "bytes those calls moved")                                      \
 	X(writes_passthrough, "write/writev calls on tracked pipes that took the real call") \
 	X(bytes_passthrough, "bytes those calls moved")                                      \
+	X(bytes_passthrough_large, "of them, bytes of writes of PPIPE_MIN_WRITE or more")    \
 	X(fallbacks, "accelerated attempts that fell back to the real call")                 \
 	X(vmsplice_calls, "vmsplice system calls issued")                                    \
 	X(fionread_checks, "FIONREAD checks of the reuse rule")                              \
@@ -69,6 +73,26 @@ static inline void pp_count_quick(struct pp_counters *c, enum pp_counter i, uint
 {
 	__atomic_store_n(&c->v[i], __atomic_load_n(&c->v[i], __ATOMIC_RELAXED) + n,
 			 __ATOMIC_RELAXED);
+}
+
+/*
+ * This process made a write of PPIPE_MIN_WRITE bytes or more into a
+ * tracked pipe (accelerated, fallen back or plain): set once, with a
+ * plain store, by the large-write path; cleared in a fork child. Only
+ * such a process adds itself to the PPIPE_COUNTERS file at its end.
+ */
+extern bool pp_wrote_large;
+
+/* Relaxed atomics: a plain load and store on x86-64 and aarch64, no locked instruction. */
+static inline bool pp_large_written(void)
+{
+	return __atomic_load_n(&pp_wrote_large, __ATOMIC_RELAXED);
+}
+
+static inline void pp_note_large_write(void)
+{
+	if (unlikely(!pp_large_written()))
+		__atomic_store_n(&pp_wrote_large, true, __ATOMIC_RELAXED);
 }
 
 /* Latency of accelerated writes: log2 buckets with 4 sub-buckets. */
@@ -193,10 +217,15 @@ long pp_stats_format(const struct pp_stats_report *r, char *buf, size_t len);
 
 /*
  * Writes @r where PPIPE_STATS says: "1" = stderr, otherwise a path in
- * which "%p" becomes the pid (opened O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC,
- * 0644). A failure prints one warning. Allocates with mmap only.
- * "" and "0" write nothing; "%%" in a path is a literal "%". The report
- * goes out in one write(2), so appends from several processes do not mix.
+ * which "%p" becomes the pid and "%%" a "%". "" and "0" write nothing.
+ * A path with "%p" (a file per process) gets the report whole or not at
+ * all: written into an unnamed file of its directory (O_TMPFILE) and
+ * linked to the name when complete; where the name is taken (a pid used
+ * again) or O_TMPFILE is missing, it is appended as to any other path
+ * (O_WRONLY|O_CREAT|O_APPEND|O_NONBLOCK, 0644), in one write(2), so
+ * appends from several processes do not mix, and after a file's last
+ * line was cut short (a writer killed) with a newline first. A failure
+ * prints one warning. Allocates with mmap only.
  */
 void pp_stats_emit(const char *dest, const struct pp_stats_report *r);
 /* Writes @r to an open fd (ppipe_stats_dump). */

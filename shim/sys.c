@@ -3,6 +3,7 @@
 #include "sys.h"
 
 #include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 
 PP_HOT static int spare_base; /* lowest fd number for libppipe's own fds */
@@ -34,4 +35,32 @@ PP_COMMON long pp_sys_pipe_ino(int fd, uint64_t *ino)
 		return -EBADFD;
 	*ino = st.st_ino;
 	return 0;
+}
+
+long pp_sys_tmpfile_for(char *path, int flags)
+{
+	char *slash = strrchr(path, '/');
+	long fd;
+
+	if (!slash)
+		return PP_SYSCALL(SYS_openat, AT_FDCWD, ".", O_TMPFILE | flags, 0644);
+	if (slash == path)
+		return PP_SYSCALL(SYS_openat, AT_FDCWD, "/", O_TMPFILE | flags, 0644);
+	*slash = '\0';
+	fd = PP_SYSCALL(SYS_openat, AT_FDCWD, path, O_TMPFILE | flags, 0644);
+	*slash = '/';
+	return fd;
+}
+
+long pp_sys_link_tmpfile(int fd, const char *path)
+{
+	char proc[40] = "/proc/self/fd/";
+	long r;
+
+	pp_utoa((unsigned long)fd, proc + strlen(proc));
+	r = PP_SYSCALL(SYS_linkat, AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+	/* No /proc: the fd itself, which needs CAP_DAC_READ_SEARCH. */
+	if (r == -ENOENT)
+		r = PP_SYSCALL(SYS_linkat, fd, "", AT_FDCWD, path, AT_EMPTY_PATH);
+	return r;
 }

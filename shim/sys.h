@@ -136,4 +136,17 @@ void pp_sys_spare_fds_from(int base);
 /* Inode of @fd if it is a pipe or FIFO; -EBADFD when it is not. */
 long pp_sys_pipe_ino(int fd, uint64_t *ino);
 
+/*
+ * A file that is whole before it has a name: pp_sys_tmpfile_for() opens
+ * an unnamed file (O_TMPFILE, mode 0644 less the umask, open @flags such
+ * as O_RDWR | O_CLOEXEC) in the directory of @path, which it cuts at its
+ * last '/' for the call and then mends; the caller writes it, then
+ * pp_sys_link_tmpfile() gives it the name @path (through /proc/self/fd,
+ * else AT_EMPTY_PATH). An unnamed file whose process dies goes with its
+ * fd. -EOPNOTSUPP or -EISDIR: no O_TMPFILE on that file system; -EEXIST:
+ * the name is taken.
+ */
+long pp_sys_tmpfile_for(char *path, int flags);
+long pp_sys_link_tmpfile(int fd, const char *path);
+
 #endif

@@ -9,6 +9,7 @@
 #include "fdtable.h"
 #include "pipe.h"
 #include "real.h"
+#include "stats.h"
 #include "sys.h"
 #include "vfork.h"
 
@@ -112,6 +113,8 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	if (!p)
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
+	/* Once per process, a plain store: the PPIPE_COUNTERS file hears of this process. */
+	pp_note_large_write();
 	r = PP_DECLINE;
 	/* An error bytes the engine held met is this write's (write-behind). */
 	if (unlikely(pp_engine_holds(p)) && end == PP_END_WRITE && (e = pp_engine->take_error(p))) {
@@ -139,6 +142,7 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 		if (!e && r >= 0) {
 			pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
 			pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)r);
+			pp_count(&p->cnt, PP_CNT_bytes_passthrough_large, (uint64_t)r);
 		}
 	} else {
 		r = to_libc(r);

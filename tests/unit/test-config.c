@@ -577,7 +577,22 @@ static void test_secure(void)
 	CHECK(!*err && !strcmp(pp_cfg.stats, "1"), "secure keeps stderr: %s", err);
 	err = load_secure(false, ENV("PPIPE_STATS=/tmp/x-%p"));
 	CHECK(!*err && !strcmp(pp_cfg.stats, "/tmp/x-%p"), "not secure keeps the path");
+
+	/* The counters file too: a setuid program adds nothing to its caller's file. */
+	err = load_secure(true, ENV("PPIPE_COUNTERS=/tmp/c-%u", "PPIPE_DEBUG=1"));
+	CHECK(lines(err) == 1 && strstr(err, "PPIPE_COUNTERS=/tmp/c-%u ignored") &&
+		      !pp_cfg.counters[0],
+	      "secure drops the counters file: %s", err);
+	err = load_secure(false, ENV("PPIPE_COUNTERS=/tmp/c-%u"));
+	CHECK(!*err && !strcmp(pp_cfg.counters, "/tmp/c-%u"), "not secure keeps it: %s", err);
 }
+
+/* The dump has one line per option of options.def. */
+static const unsigned int n_options = 0
+#define PP_OPT(...) +1
+#include "options.def"
+#undef PP_OPT
+	;
 
 static void test_dump(void)
 {
@@ -593,7 +608,7 @@ static void test_dump(void)
 	pp_config_dump(2);
 	err = capture_end();
 	n = lines(err);
-	CHECK(n == 18, "the dump has 18 lines, got %u:\n%s", n, err);
+	CHECK(n == n_options, "the dump has %u lines, got %u:\n%s", n_options, n, err);
 	for (const char *l = err; *l; l = strchr(l, '\n') + 1) {
 		CHECK(!strncmp(l, prefix, strlen(prefix)) &&
 			      !strncmp(l + strlen(prefix), "PPIPE_", 6),
@@ -602,21 +617,14 @@ static void test_dump(void)
 		      "no help on '%.60s'", l);
 	}
 	static const char *const want_lines[] = {
-		"PPIPE_FDS=1,7  # ",
-		"PPIPE_MODE=off  # ",
-		"PPIPE_MIN_WRITE=16384  # ",
-		"PPIPE_READERS=verify  # ",
-		"PPIPE_STATS=/tmp/a b  # ",
-		"PPIPE_DEBUG=0  # ",
-		"PPIPE_VERBOSE=1  # ",
-		"PPIPE_RING_SIZE=0  # ",
-		"PPIPE_POOL_MAX=1073741824  # ",
-		"PPIPE_POOL_KEEP=8192  # ",
-		"PPIPE_IDLE_MS=1000  # ",
-		"PPIPE_NUMA_NODE=2  # ",
-		"PPIPE_PSI=10  # ",
-		"PPIPE_PSI_FILE=\"\"  # ",
-		"PPIPE_THP=auto  # ",
+		"PPIPE_FDS=1,7  # ",	     "PPIPE_MODE=off  # ",
+		"PPIPE_MIN_WRITE=16384  # ", "PPIPE_READERS=verify  # ",
+		"PPIPE_STATS=/tmp/a b  # ",  "PPIPE_COUNTERS=\"\"  # ",
+		"PPIPE_DEBUG=0  # ",	     "PPIPE_VERBOSE=1  # ",
+		"PPIPE_RING_SIZE=0  # ",     "PPIPE_POOL_MAX=1073741824  # ",
+		"PPIPE_POOL_KEEP=8192  # ",  "PPIPE_IDLE_MS=1000  # ",
+		"PPIPE_NUMA_NODE=2  # ",     "PPIPE_PSI=10  # ",
+		"PPIPE_PSI_FILE=\"\"  # ",   "PPIPE_THP=auto  # ",
 	};
 	for (size_t i = 0; i < sizeof(want_lines) / sizeof(want_lines[0]); i++) {
 		snprintf(want, sizeof(want), "%s%s", prefix, want_lines[i]);
@@ -633,8 +641,9 @@ static void test_dump(void)
 	capture_begin();
 	pp_config_dump(2);
 	err = capture_end();
-	CHECK(lines(err) == 18 && strstr(err, "PPIPE_STATS=\"\"  # ") &&
-		      strstr(err, "PPIPE_FDS=0,1,2,3,") && strstr(err, ",1022,1023  # "),
+	CHECK(lines(err) == n_options && strstr(err, "PPIPE_STATS=\"\"  # ") &&
+		      strstr(err, "PPIPE_COUNTERS=\"\"  # ") && strstr(err, "PPIPE_FDS=0,1,2,3,") &&
+		      strstr(err, ",1022,1023  # "),
 	      "dump of defaults: %s", err);
 }
 

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "stats.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -598,6 +599,30 @@ static size_t read_file(const char *path, char *dst, size_t len)
 	return n;
 }
 
+static bool write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	bool ok = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static int dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}
+
 static void test_emit(void)
 {
 	static char file[1 << 20], twice[2 << 20];
@@ -632,6 +657,37 @@ static void test_emit(void)
 	snprintf(twice, sizeof(twice), "%s%s", buf, buf);
 	CHECK(read_file(path, file, sizeof(file)) == 2 * (size_t)n && !strcmp(file, twice),
 	      "appended");
+	unlink(path);
+	CHECK(dir_entries(dir) == 0, "%d entries left: a stray file", dir_entries(dir));
+
+	/*
+	 * A shared file whose last report was cut short (its writer killed):
+	 * the next report starts with a newline, so that it stands whole on
+	 * its own line; an empty file, or one that ends a line, gets none.
+	 */
+	snprintf(dest, sizeof(dest), "%s/shared.json", dir);
+	snprintf(twice, sizeof(twice), "{\"pid\":1,\"ver");
+	CHECK(write_file(dest, twice), "cut report");
+	pp_stats_emit(dest, &r);
+	snprintf(twice, sizeof(twice), "{\"pid\":1,\"ver\n%s", buf);
+	CHECK(read_file(dest, file, sizeof(file)) == strlen(twice) && !strcmp(file, twice),
+	      "after a cut line: %s", file);
+	pp_stats_emit(dest, &r);
+	snprintf(twice + strlen(twice), sizeof(twice) - strlen(twice), "%s", buf);
+	CHECK(read_file(dest, file, sizeof(file)) == strlen(twice) && !strcmp(file, twice),
+	      "after a whole line: no newline first");
+	CHECK(write_file(dest, ""), "empty file");
+	pp_stats_emit(dest, &r);
+	CHECK(read_file(dest, file, sizeof(file)) == (size_t)n && !strcmp(file, buf),
+	      "an empty file: the report alone");
+	unlink(dest);
+	/* The same for a file per process whose name is taken (a pid used again). */
+	snprintf(dest, sizeof(dest), "%s/stats-%%p.json", dir);
+	CHECK(write_file(path, "{\"cut"), "cut report at the pid's name");
+	pp_stats_emit(dest, &r);
+	snprintf(twice, sizeof(twice), "{\"cut\n%s", buf);
+	CHECK(read_file(path, file, sizeof(file)) == strlen(twice) && !strcmp(file, twice),
+	      "pid's name taken: appended on a line of its own: %s", file);
 	unlink(path);
 
 	/* "%%" is a percent sign; a pid of 0 means the caller's. */
