@@ -224,7 +224,9 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep, bo
 		.nclosed = nclosed,
 		.closed_unlisted = unlisted,
 	};
-	pp_reg_occupancy(&rep->registry);
+	/* The tree's registry, read page by page: for a report, not for the counters file. */
+	if (itemised)
+		pp_reg_occupancy(&rep->registry);
 }
 
 static struct report_ctx report_ctx; /* large; never on the stack */
