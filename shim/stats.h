@@ -175,7 +175,7 @@ extern struct pp_wb_counters pp_wb;
 	X(records_max, "process records there are")                                         \
 	X(reclaimed, "records of processes gone (or images that never claimed) given back") \
 	X(reclaimed_holds, "holds those records gave back")                                 \
-	X(expired_charges, "charges of images that never claimed, made plain verdicts")      \
+	X(expired_charges, "charges of images that never claimed, made plain verdicts")     \
 	X(healed, "counts a sweep found without an owner and set right")                    \
 	X(full, "times a pipe or a fork child's hold found no room")                        \
 	X(sweeps, "sweeps run")
