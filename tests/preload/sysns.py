@@ -74,11 +74,12 @@ def others_can_reach(path, want_read=False):
 
 def reachable_library(lib, work):
     """The library as a system-wide preload names it: lib itself where every
-    user can read it, else a copy in work/lib (the dynamic linker of a
-    program run by another user could not load it, and says so on stderr).
-    Returns (path, a note or "")."""
+    user can read it, else a copy in work/lib, work made o+x (the dynamic
+    linker of a program run by another user could not load it, and says so
+    on stderr). Returns (path, a note or "")."""
     if others_can_reach(lib, want_read=True):
         return lib, ""
+    os.chmod(work, 0o755)
     libdir = os.path.join(work, "lib")
     os.makedirs(libdir, exist_ok=True)
     os.chmod(libdir, 0o755)
