@@ -144,9 +144,12 @@ def run(argv, env, timeout, cwd=None, stdout=subprocess.PIPE):
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-    dec = lambda b: b.decode(errors="replace") if b else ""
-    return Result(argv, None if timed_out else proc.returncode, dec(out), dec(err),
+    return Result(argv, None if timed_out else proc.returncode, _text(out), _text(err),
                   time.monotonic() - t0, timed_out)
+
+
+def _text(b):
+    return b.decode(errors="replace") if b else ""
 
 
 class Modes:
