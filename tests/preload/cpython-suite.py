@@ -49,8 +49,8 @@ import sysns
 TESTS = ("test_subprocess", "test_os", "test_signal", "test_asyncio.test_subprocess")
 CASE = re.compile(r"^(FAIL|ERROR|UNEXPECTED SUCCESS): (\S+) \(([^)]*)\)")
 WARNING = re.compile(r"^Warning -- (.*)")
-RESULT = re.compile(r"^Result: (.*)")
-TOTALS = re.compile(r"^Total tests: (.*)")
+# regrtest's last word: "Result: X" (3.11.7), "Tests result: X" (3.11.2).
+RESULT = re.compile(r"^(?:Tests )?[Rr]esult: (.+)")
 # unittest -v: "test_x (test.mod.Class.test_x) ... ok"; a docstring's first
 # line, or what the test printed, may come between the name and the outcome.
 STARTS = re.compile(r"^(test\w*) \(([\w.]+)\)")
@@ -66,9 +66,8 @@ def case_id(name, where):
 
 
 def parse(text):
-    """(result, totals, {case: kind}, [warnings], {case: outcome}) of one
-    run's output."""
-    result, totals, cases, warnings, outcomes = None, "", {}, [], {}
+    """(result, {case: kind}, [warnings], {case: outcome}) of one run's output."""
+    result, cases, warnings, outcomes = None, {}, [], {}
     current = None
     for line in text.splitlines():
         m = STARTS.match(line)
@@ -88,23 +87,19 @@ def parse(text):
         m = RESULT.match(line)
         if m:
             result = m.group(1).strip()
-            continue
-        m = TOTALS.match(line)
-        if m:
-            totals = m.group(1).strip()
-    return result, totals, cases, warnings, outcomes
+    return result, cases, warnings, outcomes
 
 
 class Run:
     def __init__(self, test, mode, n, res, text):
         self.test, self.mode, self.n = test, mode, n
         self.seconds = res.seconds
-        self.result, self.totals, self.cases, self.warnings, self.outcomes = parse(text)
+        self.result, self.cases, self.warnings, self.outcomes = parse(text)
         if res.timed_out:
             self.result = "TIMEOUT"
         elif self.result is None:
             self.result = f"no result (exit status {res.returncode})"
-        self.broken = res.timed_out or not text.count("\nResult: ")
+        self.broken = res.timed_out or self.result.startswith("no result")
 
     def short(self):
         return f"{self.result} {self.seconds:.1f} s"
