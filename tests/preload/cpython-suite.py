@@ -39,6 +39,7 @@ import argparse
 import collections
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -220,6 +221,14 @@ def main():
     tests = [t for t in a.tests.split(",") if t]
     print(f"Python: {py} {about['version']}, test package {about['test_dir']}")
     print(f"tests: {', '.join(tests)}; {a.runs} run(s) each; logs in {logs}")
+    # Started in the background (cmd &, nohup), this process and every test
+    # would ignore SIGINT and SIGQUIT, and test_signal's KeyboardInterrupt
+    # cases fail in every mode: a handler here is reset to the default at exec.
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler),
+                         (signal.SIGQUIT, lambda *_: sys.exit(128 + signal.SIGQUIT))):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            print(f"note: {sig.name} was ignored; the tests get its default action")
+            signal.signal(sig, handler)
     with tempfile.TemporaryDirectory(prefix="ppipe-cpython-suite.") as work:
         lib, note = sysns.reachable_library(os.path.abspath(a.library), work)
         if note:
