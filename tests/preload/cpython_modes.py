@@ -7,8 +7,8 @@ find_python() looks for a CPython 3 whose test.test_subprocess imports
 (Debian ships the test package apart, in libpython3.X-testsuite): the
 Python running the caller, /usr/bin/python3, /usr/bin/python3.11, then
 python3, python3.11 and python on PATH. A candidate counts by the
-sys.executable it reports, so a launcher such as a pyenv shim is run once
-and then never again.
+sys.executable it reports: a launcher (a version manager's shim) is run
+once, and then the interpreter it started.
 
 Modes runs a command in one of four modes:
   plain    no libppipe
