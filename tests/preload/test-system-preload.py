@@ -34,13 +34,13 @@ import re
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import time
 
 import pyshapes
+import sysns
 
 MIN_WRITE = 16384
 SIZE = 48 << 20
@@ -275,13 +275,7 @@ def per_process(rows):
                      if c.vm or c.large) or "no large pipe writes seen"
 
 
-# ------------------------------------------------------------- namespaces
-
-
-def in_ns(etc, argv):
-    """argv in a private mount namespace of its own, with etc over /etc."""
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-            'mount --bind "$0" /etc && exec "$@"', etc] + argv
+# ------------------------------------------------------------- running
 
 
 def run(argv, env, timeout=TIMEOUT, stdin=None):
@@ -321,7 +315,7 @@ class Tracer:
         os.mkdir(folder)
         cmd = ["strace", "-f", "-ff", "-qq", "-y", "-e", "trace=" + ",".join(TRACED),
                "-e", "signal=none"] + self.extra + ["-o", os.path.join(folder, "trace"), "--"]
-        proc = run(in_ns(etc, cmd + argv), env or self.env, timeout=timeout)
+        proc = run(sysns.in_ns(etc, cmd + argv), env or self.env, timeout=timeout)
         rows = analyse(folder)
         shutil.rmtree(folder)
         return proc, rows
@@ -342,27 +336,6 @@ def tail(proc):
     return f"exit status {proc.returncode}" + (f", stderr: {err[-1500:]}" if err else "")
 
 
-def preload_state():
-    try:
-        with open("/etc/ld.so.preload", "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def others_can_reach(path, want_read=False):
-    """Every directory on the way is o+x (and the file o+r)."""
-    path = os.path.abspath(path)
-    d = os.path.dirname(path)
-    while True:
-        if not os.stat(d).st_mode & stat.S_IXOTH:
-            return False
-        if d == "/":
-            break
-        d = os.path.dirname(d)
-    return not want_read or bool(os.stat(path).st_mode & stat.S_IROTH)
-
-
 def work_root(candidates):
     """A directory for the temporary tree: setuid honoured, reachable by nobody."""
     why = []
@@ -372,7 +345,7 @@ def work_root(candidates):
         if os.statvfs(d).f_flag & os.ST_NOSUID:
             why.append(f"{d}: mounted nosuid")
             continue
-        if not others_can_reach(os.path.join(d, "x")):
+        if not sysns.others_can_reach(os.path.join(d, "x")):
             why.append(f"{d}: not reachable by other users")
             continue
         return d, why
@@ -560,7 +533,7 @@ def case_build(etc, etc_plain, work, env):
         script = (f"meson setup {shlex.quote(b)} {shlex.quote(src)} && "
                   f"ninja -C {shlex.quote(b)} && echo @@@ && {shlex.quote(b)}/syspre-demo")
         t0 = time.monotonic()
-        proc = run(in_ns(e, ["sh", "-c", script]), env, timeout=BUILD_TIMEOUT)
+        proc = run(sysns.in_ns(e, ["sh", "-c", script]), env, timeout=BUILD_TIMEOUT)
         dt = time.monotonic() - t0
         text = proc.stdout.decode(errors="replace")
         out = text.split("@@@\n", 1)[1] if "@@@\n" in text else None
@@ -585,7 +558,7 @@ def case_build(etc, etc_plain, work, env):
 def case_debug(etc, static, data, want, work, env):
     err = os.path.join(work, "dd.stderr")
     cmd = after_static(static, data, work, f" 2>{shlex.quote(err)}")
-    proc = run(in_ns(etc, ["sh", "-c", cmd]), dict(env, PPIPE_DEBUG="1"))
+    proc = run(sysns.in_ns(etc, ["sh", "-c", cmd]), dict(env, PPIPE_DEBUG="1"))
     intact(8, "PPIPE_DEBUG=1 dd | static-copy | sha256sum", proc, first_word(proc), want)
     with open(err, errors="replace") as f:
         lines = [ln.rstrip("\n") for ln in f if ln.startswith("libppipe[")]
@@ -632,7 +605,7 @@ def main():
             return 77
     env = {k: v for k, v in os.environ.items()
            if k != "LD_PRELOAD" and not k.startswith("PPIPE_")}
-    before = preload_state()
+    before = sysns.preload_state()
     root, why = work_root([tempfile.gettempdir(), "/var/tmp", os.path.dirname(lib)])
     for w in why:
         print(f"note: {w}")
@@ -642,40 +615,29 @@ def main():
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=root, prefix="ppipe-syspre.") as work:
         os.chmod(work, 0o755)
-        preload_lib = lib
-        if not others_can_reach(lib, want_read=True):
-            libdir = os.path.join(work, "lib")
-            os.mkdir(libdir)
-            os.chmod(libdir, 0o755)
-            preload_lib = os.path.join(libdir, "libppipe.so")
-            shutil.copy2(lib, preload_lib)
-            os.chmod(preload_lib, 0o755)
-            print(f"note: {lib} is not readable by other users: preloading a copy, "
-                  f"{preload_lib}")
+        preload_lib, note = sysns.reachable_library(lib, work)
+        if note:
+            print(f"note: {note}")
         etc, etc_plain = os.path.join(work, "etc"), os.path.join(work, "etc-plain")
-        for d in (etc, etc_plain):
-            p = subprocess.run(["cp", "-a", "/etc", d], capture_output=True, text=True,
-                               timeout=TIMEOUT)
-            if not os.path.isdir(d):
-                print(f"FAIL: cannot copy /etc: {p.stderr.strip()}")
+        for d, names in ((etc, preload_lib), (etc_plain, None)):
+            try:
+                said = sysns.copy_etc(d, names)
+            except OSError as exc:
+                print(f"FAIL: {exc}")
                 return 1
-            if p.returncode:
-                print(f"note: cp -a /etc {d}: {p.stderr.strip()[:500]}")
-        with open(os.path.join(etc, "ld.so.preload"), "w") as f:
-            f.write(preload_lib + "\n")
-        if os.path.lexists(os.path.join(etc_plain, "ld.so.preload")):
-            os.unlink(os.path.join(etc_plain, "ld.so.preload"))
+            if said:
+                print(f"note: cp -a /etc {d}: {said[:500]}")
 
         # Can this run here at all: a namespace, and the library in a program?
-        probe = run(in_ns(etc, [helper]), env, stdin=subprocess.DEVNULL)
+        probe = run(sysns.in_ns(etc, [helper]), env, stdin=subprocess.DEVNULL)
         h = helper_line(probe.stderr)
         if probe.returncode != 0 and not h:
             print(f"SKIP: cannot run in a private mount namespace with /etc bound: "
                   f"{tail(probe)}")
             return 77
         if not h or h["libppipe"] != 1:
-            err = probe.stderr.decode(errors="replace")
-            if "Sanitizer" in err or "ASan" in err:
+            if sysns.sanitizer_refused(probe.stderr):
+                err = probe.stderr.decode(errors="replace")
                 print(f"SKIP: a sanitizer build cannot be preloaded system-wide: {err[:300]}")
                 return 77
             print(f"FAIL: /etc/ld.so.preload in the namespace did not load the library: "
@@ -701,7 +663,7 @@ def main():
         py = None
         for cand in (sys.executable, "/usr/bin/python3"):
             if cand and os.path.exists(cand):
-                r = run(in_ns(etc, [cand, "-c", "import sys; sys.exit("
+                r = run(sysns.in_ns(etc, [cand, "-c", "import sys; sys.exit("
                                     "'libppipe' not in open('/proc/self/maps').read())"]), env)
                 if r.returncode == 0:
                     py = cand
@@ -720,7 +682,7 @@ def main():
         case_pv(t, etc, data, want)
         case_build(etc, etc_plain, work, env)
         case_debug(etc, static, data, want, work, env)
-    after = preload_state()
+    after = sysns.preload_state()
     check("-", "the host's /etc/ld.so.preload is as it was", before == after,
           f"before {before!r}, after {after!r}")
     check("-", "the temporary directory is gone", not os.path.exists(work), work)
