@@ -12,6 +12,11 @@
  *       cannot see into) holds and reads, kept alive while N children are
  *       killed as above; the 16 MiB then written into that pipe must not
  *       be accelerated, however much was reclaimed meanwhile.
+ *   longevity fill N
+ *       N fork children that each hold a pipe of their own and live on
+ *       (more than a small registry has room for), then a probe while
+ *       they live (its pipe may find no room: plain, and said), then the
+ *       same once they are gone.
  *
  * Then, in both, after a pause of two seconds (sweeps run on a schedule),
  * a new pipe a fork child reads: 16 MiB in 1 MiB writes, checked byte by
@@ -243,14 +248,54 @@ static int hold_static(long n, const char *prog)
 	return bad ? -1 : 0;
 }
 
+/* @n living children, each holding a tracked pipe of its own: the registry fills. */
+static int fill(long n)
+{
+	pid_t *kids = calloc((size_t)n, sizeof(pid_t));
+	int bad = 0;
+
+	if (!kids)
+		return -1;
+	for (long i = 0; i < n; i++) {
+		int p[2];
+
+		if (pipe(p))
+			return -1;
+		kids[i] = fork();
+		if (kids[i] == 0) {
+			char c;
+
+			close(p[1]);
+			_exit(read(p[0], &c, 1) < 0);
+		}
+		close(p[0]);
+		/* The write end stays open here: the child lives until it is closed. */
+	}
+	report("with the children alive");
+	bad |= probe() != 0;
+	for (long i = 0; i < n; i++) {
+		kill(kids[i], SIGKILL);
+		waitpid(kids[i], NULL, 0);
+	}
+	for (int fd = 3; fd < 1024; fd++)
+		if (fcntl(fd, F_GETFD) >= 0 && fd != fileno(stdout))
+			close(fd);
+	report("with the children gone");
+	free(kids);
+	return bad ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 2 ? atol(argv[2]) : -1;
 	int r;
 
-	if (argc < 3 || n < 0 || (strcmp(argv[1], "kill") && strcmp(argv[1], "hold-static")) ||
+	if (argc < 3 || n < 0 ||
+	    (strcmp(argv[1], "kill") && strcmp(argv[1], "hold-static") &&
+	     strcmp(argv[1], "fill")) ||
 	    (!strcmp(argv[1], "hold-static") && argc < 4)) {
-		fprintf(stderr, "usage: longevity kill N | longevity hold-static N STATIC\n");
+		fprintf(stderr, "usage: longevity kill N | longevity hold-static N STATIC | "
+				"longevity fill N\n");
 		return 2;
 	}
 	stats_get = (int (*)(struct ppipe_stats *))dlsym(RTLD_DEFAULT, "ppipe_stats_get");
@@ -260,7 +305,9 @@ int main(int argc, char **argv)
 	if (probe())
 		return 1;
 	report("at the start");
-	r = !strcmp(argv[1], "kill") ? kill_many(n) : hold_static(n, argv[3]);
+	r = !strcmp(argv[1], "kill") ? kill_many(n) :
+	    !strcmp(argv[1], "fill") ? fill(n) :
+				       hold_static(n, argv[3]);
 	if (r)
 		return 1;
 	/*

@@ -19,6 +19,10 @@ fill it takes seconds:
   3  bash runs `dd bs=64k count=1 | STATIC_COPY` STATICS times (default
      400), then `dd bs=1M count=64 | cat`: that dd's large writes go >= 90%
      by vmsplice (its PPIPE_STATS report); every reader's data intact
+  4  more live pipes than slots (20 children, each holding a pipe, on 16
+     slots): a new pipe stays plain while they live, PPIPE_DEBUG says once
+     that the registry is full, and once they are gone a new pipe is
+     accelerated again
 
 The numbers the closing note gives come from the same programs with the
 registry at its real size (no --slots/--records) and KILLS=200000,
@@ -128,6 +132,24 @@ def case_statics(a, env, work):
           f"{share:.1f}% of {acc + pt} bytes (want >= {REACH_MIN:.0f}%)")
 
 
+def case_full(a, env):
+    env = dict(env, PPIPE_TEST_REGISTRY="16:64", PPIPE_DEBUG="1")
+    p, took = run([a.longevity, "fill", "20"], env, 300)
+    pr = probes(p.stdout)
+    said = p.stdout.count("the pipe registry is full")
+    print("\n".join(ln for ln in p.stdout.splitlines()
+                    if "registry" in ln or ln.startswith("probe")))
+    check(p.returncode == 0 and len(pr) == 3, "4 more live pipes than slots: the run",
+          f"status {p.returncode}, {took:.1f} s")
+    if len(pr) != 3:
+        return
+    check(pr[1][0] == 0 and pr[1][3] == "intact", "4 while they live, a new pipe stays plain",
+          f"{pr[1][0]} bytes by vmsplice, data {pr[1][3]}")
+    check(said == 1, "4 PPIPE_DEBUG says once that the registry is full", f"{said} times")
+    check(pr[2][2] >= REACH_MIN and pr[2][3] == "intact",
+          "4 once they are gone, a new pipe by vmsplice", f"{pr[2][2]:.1f}%, data {pr[2][3]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
@@ -151,6 +173,7 @@ def main():
         case_kills(a, env)
         case_static_holder(a, env)
         case_statics(a, env, work)
+        case_full(a, env)
     print(f"{len(FAILED)} check(s) failed; {time.monotonic() - t0:.1f} s", flush=True)
     return 1 if FAILED else 0
 
