@@ -34,13 +34,17 @@ import re
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import time
 
 import pyshapes
+
+# The namespace's set-up is shared with ppipe-soak --system-preload.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import syspreload  # noqa: E402
+from syspreload import in_ns, preload_state, work_root  # noqa: E402
 
 MIN_WRITE = 16384
 SIZE = 48 << 20
@@ -278,12 +282,6 @@ def per_process(rows):
 # ------------------------------------------------------------- namespaces
 
 
-def in_ns(etc, argv):
-    """argv in a private mount namespace of its own, with etc over /etc."""
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-            'mount --bind "$0" /etc && exec "$@"', etc] + argv
-
-
 def run(argv, env, timeout=TIMEOUT, stdin=None):
     """Runs argv with its output captured, in a session of its own; when it
     takes longer than timeout, its process group is killed and
@@ -340,43 +338,6 @@ def helper_line(stderr):
 def tail(proc):
     err = proc.stderr.decode(errors="replace").strip()
     return f"exit status {proc.returncode}" + (f", stderr: {err[-1500:]}" if err else "")
-
-
-def preload_state():
-    try:
-        with open("/etc/ld.so.preload", "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def others_can_reach(path, want_read=False):
-    """Every directory on the way is o+x (and the file o+r)."""
-    path = os.path.abspath(path)
-    d = os.path.dirname(path)
-    while True:
-        if not os.stat(d).st_mode & stat.S_IXOTH:
-            return False
-        if d == "/":
-            break
-        d = os.path.dirname(d)
-    return not want_read or bool(os.stat(path).st_mode & stat.S_IROTH)
-
-
-def work_root(candidates):
-    """A directory for the temporary tree: setuid honoured, reachable by nobody."""
-    why = []
-    for d in candidates:
-        if not d or not os.path.isdir(d):
-            continue
-        if os.statvfs(d).f_flag & os.ST_NOSUID:
-            why.append(f"{d}: mounted nosuid")
-            continue
-        if not others_can_reach(os.path.join(d, "x")):
-            why.append(f"{d}: not reachable by other users")
-            continue
-        return d, why
-    return None, why
 
 
 # ------------------------------------------------------------------- cases
@@ -626,12 +587,11 @@ def main():
     if os.geteuid() != 0:
         print("SKIP: needs root (mount namespaces, a setuid file owned by nobody)")
         return 77
-    for tool in ("strace", "unshare", "mount"):
+    for tool in ["strace"] + syspreload.missing_tools():
         if not shutil.which(tool):
             print(f"SKIP: {tool} is not installed")
             return 77
-    env = {k: v for k, v in os.environ.items()
-           if k != "LD_PRELOAD" and not k.startswith("PPIPE_")}
+    env = syspreload.env_without_preload(os.environ)
     before = preload_state()
     root, why = work_root([tempfile.gettempdir(), "/var/tmp", os.path.dirname(lib)])
     for w in why:
@@ -642,29 +602,14 @@ def main():
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=root, prefix="ppipe-syspre.") as work:
         os.chmod(work, 0o755)
-        preload_lib = lib
-        if not others_can_reach(lib, want_read=True):
-            libdir = os.path.join(work, "lib")
-            os.mkdir(libdir)
-            os.chmod(libdir, 0o755)
-            preload_lib = os.path.join(libdir, "libppipe.so")
-            shutil.copy2(lib, preload_lib)
-            os.chmod(preload_lib, 0o755)
-            print(f"note: {lib} is not readable by other users: preloading a copy, "
-                  f"{preload_lib}")
-        etc, etc_plain = os.path.join(work, "etc"), os.path.join(work, "etc-plain")
-        for d in (etc, etc_plain):
-            p = subprocess.run(["cp", "-a", "/etc", d], capture_output=True, text=True,
-                               timeout=TIMEOUT)
-            if not os.path.isdir(d):
-                print(f"FAIL: cannot copy /etc: {p.stderr.strip()}")
-                return 1
-            if p.returncode:
-                print(f"note: cp -a /etc {d}: {p.stderr.strip()[:500]}")
-        with open(os.path.join(etc, "ld.so.preload"), "w") as f:
-            f.write(preload_lib + "\n")
-        if os.path.lexists(os.path.join(etc_plain, "ld.so.preload")):
-            os.unlink(os.path.join(etc_plain, "ld.so.preload"))
+        try:
+            ns = syspreload.prepare(work, lib, timeout=TIMEOUT)
+        except syspreload.SetupError as exc:
+            print(f"FAIL: {exc}")
+            return 1
+        for note in ns.notes:
+            print(f"note: {note}")
+        etc, etc_plain, preload_lib = ns.etc, ns.etc_plain, ns.lib
 
         # Can this run here at all: a namespace, and the library in a program?
         probe = run(in_ns(etc, [helper]), env, stdin=subprocess.DEVNULL)
