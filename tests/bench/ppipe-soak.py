@@ -562,25 +562,46 @@ def write_stage_stream(env, fd, sizes):
         os.close(fd)
 
 
-def small_bytes(sizes):
-    return sum(s for s in sizes if s < MIN_WRITE)
+# What a process that runs libppipe and ends normally (so that it reports)
+# wrote into pipes, split at MIN_WRITE: (small, large) bytes. The shapes
+# add these to their job's ledger (Job.wrote).
 
 
-def produce_small(size, nbytes):
-    """Bytes ppipe-stage produce -s size -b nbytes writes in calls below MIN_WRITE."""
-    if size < MIN_WRITE:
-        return nbytes + MARK
+def split_sizes(sizes, written=None):
+    """Write calls of these sizes, the first written bytes of them (all)."""
+    small = large = 0
+    left = sum(sizes) if written is None else written
+    for size in sizes:
+        n = min(size, left)
+        if size < MIN_WRITE:
+            small += n
+        else:
+            large += n
+        left -= n
+        if not left:
+            break
+    return small, large
+
+
+def produce_split(size, nbytes):
+    """ppipe-stage produce -s size -b nbytes: its stream, then the end marker."""
     rest = nbytes % size
-    return (rest if rest < MIN_WRITE else 0) + MARK
+    small = nbytes if size < MIN_WRITE else (rest if rest < MIN_WRITE else 0)
+    return small + MARK, nbytes - small
 
 
-def relay_small(size, nbytes):
-    """The same for ppipe-stage relay -s size, given a stream of nbytes and its marker."""
+def relay_split(size, nbytes):
+    """ppipe-stage relay -s size of a stream of nbytes and its marker (full blocks)."""
     total = nbytes + MARK
-    if size < MIN_WRITE:
-        return total
     rest = total % size
-    return rest if rest < MIN_WRITE else 0
+    small = total if size < MIN_WRITE else (rest if rest < MIN_WRITE else 0)
+    return small, total - small
+
+
+def stage_stream_split(sizes):
+    """This process's write_stage_stream(sizes): the stream, then the marker."""
+    small, large = split_sizes(sizes)
+    return small + MARK, large
 
 
 # ----------------------------------------------------------- the shapes' tools
@@ -712,7 +733,9 @@ class Job:
         self.files = []
         self.timed_out = False
         self.verified = 0       # bytes the readers checked
-        self.small = 0          # bytes written in calls below MIN_WRITE by reporting processes
+        # Bytes written into pipes by the shape's processes that run libppipe
+        # and report (they end normally), in calls below MIN_WRITE and not.
+        self.small = self.large = 0
         self.killed = 0         # processes killed on purpose
         self.failures = []      # unexpected failures (other than data)
         self.data_errors = []   # (message, bytes lost)
@@ -845,6 +868,10 @@ class Job:
 
     # outcomes
 
+    def wrote(self, split, times=1):
+        self.small += split[0] * times
+        self.large += split[1] * times
+
     def fail(self, what):
         self.failures.append(what)
 
@@ -931,7 +958,8 @@ def shape_sh_stage(env, job):
                      + [f"{st} relay -s {size}"] * (hops - 1) + [f"{st} consume -s {size}"])
     rc, out, err = sh(job, cmd)
     if judge_consumer(job, rc, out, err, nbytes, "sh pipeline"):
-        job.small += produce_small(size, nbytes) + (hops - 1) * relay_small(size, nbytes)
+        job.wrote(produce_split(size, nbytes))
+        job.wrote(relay_split(size, nbytes), hops - 1)
 
 
 def shape_sh_dd(env, job):
@@ -948,6 +976,9 @@ def shape_sh_dd(env, job):
     got = out.split()[0] if out.split() else ""
     if rc == 0 and got == want:
         job.verified += bs * count
+        # dd's blocks, and each cat's writes (what it read: nearly always
+        # 16 KiB or more; a shorter one is counted as large here).
+        job.wrote((0, bs * count), 1 + cats)
     elif rc == 0:
         job.lost(f"dd | cat | sha256sum: sha256 {got or 'none'}, want {want}", bs * count)
     else:
@@ -1018,7 +1049,7 @@ def shape_fork(env, job):
     if wst != 0:
         job.fail(f"fork writer: {status_text(wst)}")
     else:
-        job.small += small_bytes(sizes)
+        job.wrote(split_sizes(sizes))
 
 
 def produce_argv(env, size, nbytes):
@@ -1055,7 +1086,7 @@ def shape_spawn(env, job, use_popen=False):
         if st != 0:
             job.fail(f"{how} ppipe-stage produce: exit status {st}: {job.text(err)}")
         elif judge_check(job, check, nbytes, f"{how} writer -> this process"):
-            job.small += produce_small(size, nbytes)
+            job.wrote(produce_split(size, nbytes))
     else:
         argv = consume_argv(env, size)
         if use_popen:
@@ -1070,7 +1101,7 @@ def shape_spawn(env, job, use_popen=False):
         st = job.pwait(p) if use_popen else os.waitstatus_to_exitcode(job.wait(pid))
         if judge_consumer(job, st, job.text(out), job.text(err), nbytes,
                           f"this process -> {how} reader") and not broken:
-            job.small += small_bytes(sizes) + MARK
+            job.wrote(stage_stream_split(sizes))
 
 
 def shape_popen(env, job):
@@ -1121,7 +1152,8 @@ def shape_threads(env, job):
     got = [int(x) for x in text.split()[1:]] if text.startswith("bytes") else None
     if rc == 0 and got == written:
         job.verified += sum(written)
-        job.small += sum(small_bytes(s) for s in sizes)
+        for s in sizes:
+            job.wrote(split_sizes(s))
     elif rc == 1 and "check:" in job.text(err):
         job.lost(f"threads -> checker: {job.text(err)}", sum(written))
     elif rc == 0:
@@ -1139,7 +1171,7 @@ def shape_reader(env, job, what, reader):
     rc, out, err = sh(job, f"{st} produce -s {size} -b {nbytes} | {reader} | "
                            f"{st} consume -s {size}")
     if judge_consumer(job, rc, out, err, nbytes, f"produce | {what} | consume"):
-        job.small += produce_small(size, nbytes)
+        job.wrote(produce_split(size, nbytes))
 
 
 def shape_static(env, job):
@@ -1205,8 +1237,8 @@ def shape_kill(env, job):
     elif st == 0:
         # The stream ended before the kill came: all of it, exactly.
         if judge_check(job, check, nbytes, variant):
-            job.small += (small_bytes(sizes) if variant == "fork writer"
-                          else produce_small(size, nbytes))
+            job.wrote(split_sizes(sizes) if variant == "fork writer"
+                      else produce_split(size, nbytes))
     else:
         job.fail(f"{variant}: {status_text(st)}: {job.text(err)}")
 
@@ -1233,6 +1265,8 @@ def kill_reader(env, job, r, w, nbytes, cut):
         written, broken = write_pattern(env, w, sizes, progress)
     finally:
         os.close(w)
+    # This process's writes count whatever became of the reader.
+    job.wrote(split_sizes(sizes, written))
     st = job.wait(pid)
     if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGKILL:
         job.killed += 1
@@ -1240,7 +1274,6 @@ def kill_reader(env, job, r, w, nbytes, cut):
         job.fail(f"fork reader: {status_text(st)}: {job.text(err)}")
     elif written == nbytes:
         job.verified += nbytes
-        job.small += small_bytes(sizes)
     if broken and not fired:
         job.fail("this process's writes failed with EPIPE while its reader lived")
 
@@ -1311,8 +1344,18 @@ def kill_sh_stage(env, job, nbytes):
     rc = job.pwait(p)
     complete = judge_consumer(job, rc, job.text(out), job.text(err), nbytes,
                               job.variant, may_be_cut=sent)
-    if sent and not complete:
+    if complete:
+        job.wrote(produce_split(size, nbytes))
+        job.wrote(relay_split(size, nbytes))
+    elif sent:
         job.killed += 1
+        # A killed process reports nothing. With produce killed, relay ends
+        # at EOF and reports what it passed on, about what consume got; with
+        # relay killed, produce dies of SIGPIPE.
+        m = re.search(r"after (\d+) bytes", job.text(err))
+        if victim == "produce" and m:
+            got = int(m.group(1))
+            job.wrote((got, 0) if size < MIN_WRITE else (0, got))
 
 
 def storm_holder(env, job, rng, r, w):
@@ -1373,7 +1416,7 @@ def shape_storm(env, job):
     if st != 0:
         job.fail(f"storm: fork writer: {status_text(st)}")
     else:
-        job.small += small_bytes(sizes)
+        job.wrote(split_sizes(sizes))
 
 
 def shape_closerange(env, job):
@@ -1410,7 +1453,7 @@ def shape_closerange(env, job):
         if st != 0:
             job.fail(f"close_range + exec produce: {status_text(st)}: {job.text(err)}")
         elif judge_check(job, check, nbytes, "close_range + exec'd writer"):
-            job.small += produce_small(size, nbytes)
+            job.wrote(produce_split(size, nbytes))
     else:
         os.close(r)
         sizes = write_sizes(rng, nbytes)
@@ -1418,7 +1461,7 @@ def shape_closerange(env, job):
         st = os.waitstatus_to_exitcode(job.wait(pid))
         if judge_consumer(job, st, job.text(out), job.text(err), nbytes,
                           "close_range + exec'd reader") and not broken:
-            job.small += small_bytes(sizes) + MARK
+            job.wrote(stage_stream_split(sizes))
 
 
 def shape_scm(env, job):
@@ -1471,7 +1514,7 @@ def shape_scm(env, job):
         if st != 0:
             job.fail(f"scm: exec'd writer: {status_text(st)}: {job.text(err)}")
         elif judge_check(job, check, nbytes, "scm: exec'd writer -> this process"):
-            job.small += produce_small(size, nbytes)
+            job.wrote(produce_split(size, nbytes))
         return
     sizes = write_sizes(rng, nbytes)
     if variant == "read end, forked reader":
@@ -1480,7 +1523,7 @@ def shape_scm(env, job):
         st = job.wait(pid)
         if st == 0 and written == nbytes:
             job.verified += nbytes
-            job.small += small_bytes(sizes)
+            job.wrote(split_sizes(sizes))
         elif os.WIFEXITED(st) and os.WEXITSTATUS(st) == 1:
             job.lost(f"scm: forked reader: {job.text(err)}", nbytes)
         else:
@@ -1490,7 +1533,7 @@ def shape_scm(env, job):
     st = os.waitstatus_to_exitcode(job.wait(pid))
     if judge_consumer(job, st, job.text(out), job.text(err), nbytes,
                       "scm: this process -> exec'd reader") and not broken:
-        job.small += small_bytes(sizes) + MARK
+        job.wrote(stage_stream_split(sizes))
 
 
 # name, weight in a deck, function, what it is
@@ -1835,18 +1878,19 @@ def collect_reports(stats_dir):
     return n, acc, pas, reasons
 
 
-def accelerated_share(accelerated, passthrough, small):
-    """The share (percent) of the large-write bytes that went by vmsplice.
+def accelerated_share(accelerated, large_written):
+    """The share (percent) of the tree's large-write bytes that went by vmsplice.
 
-    accelerated and passthrough: what libppipe counted in the tree's
-    processes (bytes_accelerated, bytes_passthrough); passthrough includes
-    the writes below PPIPE_MIN_WRITE, of which the soak knows small (the
-    bytes its own writers and ppipe-stage wrote in calls below it), so the
-    large ones passed through are passthrough - small. None when no large
-    write was counted."""
-    large_plain = max(0, passthrough - small)
-    total = accelerated + large_plain
-    return 100.0 * accelerated / total if total else None
+    accelerated: what libppipe counted as accelerated in the tree's
+    processes that reported (bytes_accelerated). large_written: what those
+    processes wrote into pipes in calls of MIN_WRITE or more, from the
+    soak's own ledger of its shapes, not from libppipe's counters: a pipe
+    libppipe stopped tracking (its registry full) is counted neither
+    accelerated nor passed through, and a share of the counted bytes alone
+    would not drop. None when nothing large was written."""
+    if not large_written:
+        return None
+    return 100.0 * min(accelerated, large_written) / large_written
 
 
 class Interval:
@@ -1871,15 +1915,22 @@ class Interval:
         self.bytes_lost = sum(f["bytes_lost"] for f in self.failures)
         self.data_errors = sum(len(f["data_errors"]) for f in self.failures)
         n, acc, pas, reasons = reports
+        acc += driver_delta["bytes_accelerated"]
+        pas += driver_delta["bytes_passthrough"]
         small = sum(j.small for j in jobs)
-        self.accel = {"reports": n, "bytes_accelerated": acc + driver_delta["bytes_accelerated"],
-                      "bytes_passthrough": pas + driver_delta["bytes_passthrough"],
-                      "small_bytes": small,
+        large = sum(j.large for j in jobs)
+        # At least this many large-write bytes went into pipes libppipe did
+        # not track at all (it counted them neither way): a pipe end received
+        # over a socket, any pipe handed on once the registry is full. (Small
+        # writes to an inherited end it never took over are not counted
+        # either, so this is a lower bound.)
+        self.accel = {"reports": n, "bytes_accelerated": acc, "bytes_passthrough": pas,
+                      "small_written": small, "large_written": large,
+                      "large_untracked": max(0, large - acc - pas),
                       "this_process": dict(driver_delta),
                       "passthrough_by_reason": dict(sorted(reasons.items(),
                                                            key=lambda kv: -kv[1]))}
-        self.share = accelerated_share(self.accel["bytes_accelerated"],
-                                       self.accel["bytes_passthrough"], small)
+        self.share = accelerated_share(acc, large)
         self.registry = {k[len("registry_"):]: v for k, v in driver.items()
                          if k.startswith("registry_")}
         self.ring = {"source": ring_source,
