@@ -1698,6 +1698,42 @@ def probe_ring_names(env):
     return named if made or named else None
 
 
+class Tally:
+    """What the shapes that ended since the last rest point add up to. Only
+    sums and the failures are kept: holding thousands of finished jobs until
+    the interval ends would make this process's RSS follow the number of
+    shapes per interval."""
+
+    KEEP = 50       # failed shapes described per interval; the others are counted
+
+    def __init__(self):
+        self.runs = self.verified = self.small = self.large = 0
+        self.failed = self.unexpected = self.bytes_lost = self.data_errors = 0
+        self.shapes = {}
+        self.failures = []
+
+    def add(self, job):
+        failed = bool(job.failures or job.data_errors)
+        s = self.shapes.setdefault(job.shape, {"runs": 0, "verified": 0, "killed": 0,
+                                               "failed": 0})
+        s["runs"] += 1
+        s["verified"] += job.verified
+        s["killed"] += job.killed
+        s["failed"] += failed
+        self.runs += 1
+        self.verified += job.verified
+        self.small += job.small
+        self.large += job.large
+        if failed:
+            out = job.outcome()
+            self.failed += 1
+            self.unexpected += bool(out["failures"])
+            self.bytes_lost += out["bytes_lost"]
+            self.data_errors += len(out["data_errors"])
+            if len(self.failures) < self.KEEP:
+                self.failures.append(out)
+
+
 class Dispatcher:
     """Deals shapes to the workers from a shuffled deck, while open."""
 
@@ -1713,7 +1749,7 @@ class Dispatcher:
         self.stopped = False
         self.active = 0
         self.index = 0
-        self.done = []
+        self.tally = Tally()
 
     def draw(self):
         if not self.deck:
@@ -1755,7 +1791,7 @@ class Dispatcher:
     def finished(self, job):
         with self.cv:
             self.active -= 1
-            self.done.append(job)
+            self.tally.add(job)
             self.cv.notify_all()
 
     def drain(self, timeout):
@@ -1775,8 +1811,8 @@ class Dispatcher:
 
     def results(self):
         with self.cv:
-            done, self.done = self.done, []
-            return done
+            tally, self.tally = self.tally, Tally()
+            return tally
 
 
 class Watchdog:
@@ -1896,29 +1932,22 @@ def accelerated_share(accelerated, large_written):
 class Interval:
     """One report period, from its results, the reports and samples."""
 
-    def __init__(self, index, start, end, jobs, reports, driver_delta, driver, samples, rest,
+    def __init__(self, index, start, end, tally, reports, driver_delta, driver, samples, rest,
                  ring_source):
         self.index = index
         self.seconds = end - start
-        shapes = {}
-        for j in jobs:
-            s = shapes.setdefault(j.shape, {"runs": 0, "verified": 0, "killed": 0,
-                                            "failed": 0})
-            s["runs"] += 1
-            s["verified"] += j.verified
-            s["killed"] += j.killed
-            s["failed"] += bool(j.failures or j.data_errors)
-        self.shapes = shapes
-        self.runs = len(jobs)
-        self.verified = sum(j.verified for j in jobs)
-        self.failures = [j.outcome() for j in jobs if j.failures or j.data_errors]
-        self.bytes_lost = sum(f["bytes_lost"] for f in self.failures)
-        self.data_errors = sum(len(f["data_errors"]) for f in self.failures)
+        self.shapes = tally.shapes
+        self.runs = tally.runs
+        self.verified = tally.verified
+        self.failures = tally.failures
+        self.failed = tally.failed
+        self.unexpected = tally.unexpected
+        self.bytes_lost = tally.bytes_lost
+        self.data_errors = tally.data_errors
         n, acc, pas, reasons = reports
         acc += driver_delta["bytes_accelerated"]
         pas += driver_delta["bytes_passthrough"]
-        small = sum(j.small for j in jobs)
-        large = sum(j.large for j in jobs)
+        small, large = tally.small, tally.large
         # At least this many large-write bytes went into pipes libppipe did
         # not track at all (it counted them neither way): a pipe end received
         # over a socket, any pipe handed on once the registry is full. (Small
@@ -1945,8 +1974,8 @@ class Interval:
     def json(self):
         return {"index": self.index, "seconds": round(self.seconds, 3), "shapes_run": self.runs,
                 "shapes": self.shapes, "bytes_verified": self.verified,
-                "bytes_lost": self.bytes_lost, "data_errors": self.data_errors,
-                "failures": self.failures, "accelerated": self.accel,
+                "failed": self.failed, "bytes_lost": self.bytes_lost,
+                "data_errors": self.data_errors, "failures": self.failures, "accelerated": self.accel,
                 "accelerated_share": None if self.share is None else round(self.share, 3),
                 "registry": self.registry, "ring_bytes": self.ring, "rss_bytes": self.rss,
                 "at_rest": self.hygiene}
@@ -1961,25 +1990,23 @@ def line(iv, elapsed):
     share = "-" if iv.share is None else f"{iv.share:.1f}"
     reg = iv.registry
     ring = f"{iv.ring['mean'] >> 10}/{iv.ring['max'] >> 10}/{iv.ring['rest'] >> 10}"
-    failed = len(iv.failures)
+    failed = iv.failed
     return (f"{elapsed:>6.0f}s  {iv.runs:>6}  {failed:>6}  {iv.verified / MIB:>11.1f}  {share:>7}  "
             f"{reg['slots']:>6}/{reg['slots_max']:<7}  {reg['records']:>5}/{reg['records_max']:<5}  "
             f"{reg['reclaimed']:>9}  {ring:>22}  {iv.rss['rest'] / MIB:>7.1f}")
 
 
-def verdict(intervals, warm_failures, baseline, extra_failures):
+def verdict(intervals, warm, baseline, extra_failures):
     """The acceptance criteria, each {"ok", ...}; intervals from the
-    baseline on are judged against the baseline's."""
+    baseline on are judged against the baseline's. warm: the warm-up's Tally."""
     out = {}
-    lost = sum(iv.bytes_lost for iv in intervals) + sum(f["bytes_lost"] for f in warm_failures)
-    errors = (sum(iv.data_errors for iv in intervals)
-              + sum(len(f["data_errors"]) for f in warm_failures))
+    lost = sum(iv.bytes_lost for iv in intervals) + warm.bytes_lost
+    errors = sum(iv.data_errors for iv in intervals) + warm.data_errors
     out["bytes"] = {"ok": lost == 0 and errors == 0, "bytes_lost": lost, "data_errors": errors,
                     "rule": "no byte lost or altered"}
-    failed = [f for iv in intervals for f in iv.failures if f["failures"]] + \
-        [f for f in warm_failures if f["failures"]]
+    failed = sum(iv.unexpected for iv in intervals) + warm.unexpected
     out["shapes"] = {"ok": not failed and not extra_failures,
-                     "failed": len(failed) + len(extra_failures),
+                     "failed": failed + len(extra_failures),
                      "rule": "no shape fails unexpectedly (an error, a hang); the soak itself "
                              "leaves no child and no fd behind"}
     if extra_failures:
@@ -2142,7 +2169,7 @@ def inner(args, argv, work):
 
     drain_limit = args.job_timeout + 30
     extra_failures = []
-    warm_failures = []
+    warm = Tally()
     t_run = time.monotonic()
     if args.warmup:
         disp.open(count=len(disp.deck_names))
@@ -2155,16 +2182,15 @@ def inner(args, argv, work):
         disp.close()
         if not disp.drain(drain_limit):
             extra_failures.append("warm-up: shapes still in flight after the drain limit")
-        jobs = disp.results()
+        warm = disp.results()
         collect_reports(env.stats_dir)
-        warm_failures = [j.outcome() for j in jobs if j.failures or j.data_errors]
-        doc["warmup"] = {"shapes_run": len(jobs), "seconds": round(time.monotonic() - t_run, 3),
-                         "bytes_verified": sum(j.verified for j in jobs),
-                         "failures": warm_failures}
-        print(f"warm-up: {len(jobs)} shapes, {sum(j.verified for j in jobs) / MIB:.1f} MiB "
-              f"checked, {len(warm_failures)} failed, {time.monotonic() - t_run:.1f} s",
+        doc["warmup"] = {"shapes_run": warm.runs, "seconds": round(time.monotonic() - t_run, 3),
+                         "bytes_verified": warm.verified, "failed": warm.failed,
+                         "failures": warm.failures}
+        print(f"warm-up: {warm.runs} shapes, {warm.verified / MIB:.1f} MiB "
+              f"checked, {warm.failed} failed, {time.monotonic() - t_run:.1f} s",
               file=out)
-        for f in warm_failures:
+        for f in warm.failures[:20]:
             print(f"  FAIL {f['shape']} ({f['variant']}): "
                   + "; ".join(f["failures"] + f["data_errors"]), file=out)
     prev = env.lib.stats()
@@ -2196,7 +2222,7 @@ def inner(args, argv, work):
             extra_failures.append(f"interval {i + 1}: shapes still in flight "
                                   f"{drain_limit:.0f} s after it ended")
             stop.set()
-        jobs = disp.results()
+        tally = disp.results()
         reports = collect_reports(env.stats_dir)
         gc.collect()
         driver = env.lib.stats()
@@ -2207,13 +2233,16 @@ def inner(args, argv, work):
                 "zombies": zombies}
         if fds_first is None:
             fds_first = rest["fds"]
-        iv = Interval(i + 1, start, time.monotonic(), jobs, reports, delta, driver, samples,
+        iv = Interval(i + 1, start, time.monotonic(), tally, reports, delta, driver, samples,
                       rest, ring_source)
         intervals.append(iv)
         print(line(iv, time.monotonic() - t0), file=out)
-        for f in iv.failures:
+        for f in iv.failures[:20]:
             print(f"  FAIL {f['shape']} #{f['index']} ({f['variant']}): "
                   + "; ".join(f["failures"] + f["data_errors"]), file=out)
+        if iv.failed > 20:
+            print(f"  ... {iv.failed - 20} more failed shapes (the JSON describes "
+                  f"{min(iv.failed, Tally.KEEP)})", file=out)
         if kids:
             extra_failures.append(f"interval {iv.index}: {kids} child process(es) of this "
                                   f"process at rest ({zombies} zombies)")
@@ -2229,7 +2258,7 @@ def inner(args, argv, work):
     os.close(anchor[0])
     os.close(anchor[1])
 
-    v = verdict(intervals, warm_failures, args.baseline, extra_failures)
+    v = verdict(intervals, warm, args.baseline, extra_failures)
     print_verdict(v, out)
     if intervals:
         a, z = intervals[0].registry, intervals[-1].registry
