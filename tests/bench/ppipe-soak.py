@@ -166,10 +166,10 @@ def parse_args(argv):
                    help="a comma list of the shapes to run (default: all that can run here)")
     p.add_argument("--baseline", type=positive_int, default=1,
                    help="the interval the others are judged against (1); later ones only")
-    p.add_argument("--warmup", type=parse_duration_or_zero, default=30.0,
+    p.add_argument("--warmup", type=parse_duration_or_zero, default=10.0,
                    help="shapes run this long before the first interval, and at least one "
-                        "whole deck (every shape once), checked but not reported: this "
-                        "process's memory reaches its working size (30s; 0: none)")
+                        "whole deck (every shape once), checked but not reported (10s; "
+                        "0: none)")
     p.add_argument("--job-timeout", type=parse_duration, default=120.0,
                    help="a shape still running after this long has hung: its processes are "
                         "killed and it fails (120s)")
