@@ -659,7 +659,7 @@ class Task:
     def run(self):
         try:
             self.result = self.fn(*self.args)
-        except BaseException as exc:  # noqa: B036 (raised again in join)
+        except BaseException as exc:  # raised again in join()
             self.exc = exc
         finally:
             self.done.set()
