@@ -6,12 +6,12 @@
  *
  *   sh -c 'ppipe-stage produce -s 64K -d 1 | ppipe-stage relay -s 64K | ppipe-stage consume -s 64K'
  *
- * The stream is a pseudo-random pattern of STREAM_PERIOD bytes, repeated:
- * byte i of the stream is pattern[i % STREAM_PERIOD]. The period is an odd
- * number of pages, so no ring or pipe size (powers of two) is a multiple of
- * it: a page written again while a reader still needed it, a lost, repeated
- * or altered byte all show as bytes that differ from the pattern at their
- * offset. The producer ends the stream with a marker written in one call of
+ * The stream is a pseudo-random pattern of PATTERN_PERIOD bytes, repeated
+ * (pattern.h): byte i of the stream is pattern[i % PATTERN_PERIOD]. The
+ * period is an odd number of pages, so no ring or pipe size (powers of two)
+ * is a multiple of it: a page written again while a reader still needed it,
+ * a lost, repeated or altered byte all show as bytes that differ from the
+ * pattern at their offset. The producer ends the stream with a marker written in one call of
  * fewer than PIPE_BUF bytes (so it is atomic and no preload library treats
  * it as a large write): a magic, the count of stream bytes before it, and
  * the producer's write() count and latencies, which the consumer reports
@@ -19,6 +19,7 @@
  */
 #include "cli.h"
 #include "histogram.h"
+#include "pattern.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,8 +41,6 @@
 enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 enum mode { PRODUCE, RELAY, CONSUME };
 
-#define STREAM_PERIOD (257u * 4096u)
-#define STREAM_SEED 0x5eed0f5717ea3ull
 #define MAX_SIZE (64ull << 20)
 #define END_MAGIC "ppipe-stage-end"
 
@@ -97,26 +96,13 @@ static void *alloc_buffer(uint64_t len)
 }
 
 /* The pattern, followed by its first @extra bytes again: any piece of up to
- * @extra bytes of the stream is pattern + offset % STREAM_PERIOD. */
+ * @extra bytes of the stream is pattern + offset % PATTERN_PERIOD. */
 static unsigned char *make_pattern(uint64_t extra)
 {
-	uint64_t len = STREAM_PERIOD + extra, x = STREAM_SEED;
+	uint64_t len = PATTERN_PERIOD + extra;
 	unsigned char *p = alloc_buffer(len);
 
-	for (uint64_t i = 0; i < STREAM_PERIOD; i += 8) {
-		uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		z ^= z >> 31;
-		memcpy(p + i, &z, 8);
-	}
-	for (uint64_t off = STREAM_PERIOD; off < len;) {
-		uint64_t n = len - off < STREAM_PERIOD ? len - off : STREAM_PERIOD;
-
-		memcpy(p + off, p + off - STREAM_PERIOD, n);
-		off += n;
-	}
+	pattern_fill(p, len);
 	return p;
 }
 
@@ -168,7 +154,7 @@ static int produce(const struct options *o)
 		if (o->by_bytes && o->bytes - pos < len)
 			len = o->bytes - pos;
 		t0 = now_ns();
-		n = write(1, pat + pos % STREAM_PERIOD, len);
+		n = write(1, pat + pos % PATTERN_PERIOD, len);
 		now = now_ns();
 		if (n < 0) {
 			if (errno == EINTR)
@@ -227,7 +213,7 @@ static int relay(const struct options *o)
 static void check_piece(const unsigned char *pat, const unsigned char *got, uint64_t len,
 			uint64_t pos)
 {
-	const unsigned char *want = pat + pos % STREAM_PERIOD;
+	const unsigned char *want = pat + pos % PATTERN_PERIOD;
 	uint64_t i = 0;
 
 	if (!memcmp(got, want, len))

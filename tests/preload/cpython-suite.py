@@ -45,7 +45,8 @@ import tempfile
 import time
 
 import cpython_modes
-import sysns
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import syspreload  # noqa: E402
 
 TESTS = ("test_subprocess", "test_os", "test_signal", "test_asyncio.test_subprocess")
 CASE = re.compile(r"^(FAIL|ERROR|UNEXPECTED SUCCESS): (\S+) \(([^)]*)\)")
@@ -230,7 +231,7 @@ def main():
             print(f"note: {sig.name} was ignored; the tests get its default action")
             signal.signal(sig, handler)
     with tempfile.TemporaryDirectory(prefix="ppipe-cpython-suite.") as work:
-        lib, note = sysns.reachable_library(os.path.abspath(a.library), work)
+        lib, note = syspreload.reachable_library(os.path.abspath(a.library), work)
         if note:
             print(f"note: {note}")
         modes = cpython_modes.Modes(lib, work)

@@ -15,7 +15,7 @@ Modes runs a command in one of four modes:
   preload  LD_PRELOAD=LIBRARY, default options
   trust    LD_PRELOAD=LIBRARY, PPIPE_READERS=trust
   system   /etc/ld.so.preload names LIBRARY, no LD_PRELOAD, in a private
-           mount namespace (sysns.py): root only, and not a sanitizer build
+           mount namespace (syspreload.py): root only, and not a sanitizer build
 LD_PRELOAD and every PPIPE_ variable of the caller's environment are left
 out of all four.
 """
@@ -27,7 +27,8 @@ import subprocess
 import sys
 import time
 
-import sysns
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import syspreload  # noqa: E402
 
 MODES = ("plain", "preload", "trust", "system")
 LABELS = {
@@ -165,23 +166,21 @@ class Modes:
         """Prepares the system mode: (True, note), or (None, why) when it
         cannot run here (a skip), or (False, why) when ld.so.preload in the
         namespace did not load the library into python (a failure)."""
-        why = sysns.unavailable()
+        why = syspreload.unavailable()
         if why:
             return None, why
-        lib, note = sysns.reachable_library(self.lib, self.work)
-        etc = os.path.join(self.work, "etc")
         try:
-            said = sysns.copy_etc(etc, lib)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            ns = syspreload.prepare(self.work, self.lib, plain=False, timeout=PROBE_TIMEOUT)
+        except (syspreload.SetupError, OSError, subprocess.TimeoutExpired) as exc:
             return False, str(exc)
-        note = "; ".join(x for x in (note, said and f"cp -a /etc: {said[:300]}") if x)
-        probe = run(sysns.in_ns(etc, [python, "-c", "import sys; print(sys.argv[1] in "
+        etc, lib, note = ns.etc, ns.lib, "; ".join(ns.notes)
+        probe = run(syspreload.in_ns(etc, [python, "-c", "import sys; print(sys.argv[1] in "
                                       "open('/proc/self/maps').read())", os.path.realpath(lib)]),
                     self.env, PROBE_TIMEOUT)
         if probe.stdout.strip() == "True":
             self.etc, self.system_lib = etc, lib
             return True, note
-        if sysns.sanitizer_refused(probe.stderr):
+        if syspreload.sanitizer_refused(probe.stderr):
             return None, f"a sanitizer build cannot be preloaded system-wide: {probe.tail(300)}"
         if probe.returncode != 0 and probe.stdout.strip() != "False":
             return None, f"cannot run in a private mount namespace with /etc bound: {probe.tail()}"
@@ -202,7 +201,7 @@ class Modes:
         if mode == "trust":
             env["PPIPE_READERS"] = "trust"
         if mode == "system":
-            return sysns.in_ns(self.etc, argv), env
+            return syspreload.in_ns(self.etc, argv), env
         return argv, env
 
     def run(self, mode, argv, timeout, extra_env=None, cwd=None, stdout=subprocess.PIPE):

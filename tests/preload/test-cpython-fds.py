@@ -8,7 +8,7 @@ the child of a tree whose pipe had crossed into another process found the
 registry's fd beside the ones close_fds=True and pass_fds leave it. This
 test runs, in each mode (plain; LD_PRELOAD=LIBRARY with default options;
 LD_PRELOAD with PPIPE_READERS=trust; /etc/ld.so.preload naming LIBRARY in a
-private mount namespace, see sysns.py):
+private mount namespace, see tests/bench/syspreload.py):
 
   1  CPython's own test_pass_fds_redirected (test.test_subprocess), which
      must pass in every mode;

@@ -40,7 +40,11 @@ import tempfile
 import time
 
 import pyshapes
-import sysns
+
+# The namespace's set-up is shared with ppipe-soak --system-preload.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import syspreload  # noqa: E402
+from syspreload import in_ns, preload_state, work_root  # noqa: E402
 
 MIN_WRITE = 16384
 SIZE = 48 << 20
@@ -275,7 +279,7 @@ def per_process(rows):
                      if c.vm or c.large) or "no large pipe writes seen"
 
 
-# ------------------------------------------------------------- running
+# ------------------------------------------------------------- namespaces
 
 
 def run(argv, env, timeout=TIMEOUT, stdin=None):
@@ -315,7 +319,7 @@ class Tracer:
         os.mkdir(folder)
         cmd = ["strace", "-f", "-ff", "-qq", "-y", "-e", "trace=" + ",".join(TRACED),
                "-e", "signal=none"] + self.extra + ["-o", os.path.join(folder, "trace"), "--"]
-        proc = run(sysns.in_ns(etc, cmd + argv), env or self.env, timeout=timeout)
+        proc = run(in_ns(etc, cmd + argv), env or self.env, timeout=timeout)
         rows = analyse(folder)
         shutil.rmtree(folder)
         return proc, rows
@@ -334,22 +338,6 @@ def helper_line(stderr):
 def tail(proc):
     err = proc.stderr.decode(errors="replace").strip()
     return f"exit status {proc.returncode}" + (f", stderr: {err[-1500:]}" if err else "")
-
-
-def work_root(candidates):
-    """A directory for the temporary tree: setuid honoured, reachable by nobody."""
-    why = []
-    for d in candidates:
-        if not d or not os.path.isdir(d):
-            continue
-        if os.statvfs(d).f_flag & os.ST_NOSUID:
-            why.append(f"{d}: mounted nosuid")
-            continue
-        if not sysns.others_can_reach(os.path.join(d, "x")):
-            why.append(f"{d}: not reachable by other users")
-            continue
-        return d, why
-    return None, why
 
 
 # ------------------------------------------------------------------- cases
@@ -533,7 +521,7 @@ def case_build(etc, etc_plain, work, env):
         script = (f"meson setup {shlex.quote(b)} {shlex.quote(src)} && "
                   f"ninja -C {shlex.quote(b)} && echo @@@ && {shlex.quote(b)}/syspre-demo")
         t0 = time.monotonic()
-        proc = run(sysns.in_ns(e, ["sh", "-c", script]), env, timeout=BUILD_TIMEOUT)
+        proc = run(in_ns(e, ["sh", "-c", script]), env, timeout=BUILD_TIMEOUT)
         dt = time.monotonic() - t0
         text = proc.stdout.decode(errors="replace")
         out = text.split("@@@\n", 1)[1] if "@@@\n" in text else None
@@ -558,7 +546,7 @@ def case_build(etc, etc_plain, work, env):
 def case_debug(etc, static, data, want, work, env):
     err = os.path.join(work, "dd.stderr")
     cmd = after_static(static, data, work, f" 2>{shlex.quote(err)}")
-    proc = run(sysns.in_ns(etc, ["sh", "-c", cmd]), dict(env, PPIPE_DEBUG="1"))
+    proc = run(in_ns(etc, ["sh", "-c", cmd]), dict(env, PPIPE_DEBUG="1"))
     intact(8, "PPIPE_DEBUG=1 dd | static-copy | sha256sum", proc, first_word(proc), want)
     with open(err, errors="replace") as f:
         lines = [ln.rstrip("\n") for ln in f if ln.startswith("libppipe[")]
@@ -599,13 +587,12 @@ def main():
     if os.geteuid() != 0:
         print("SKIP: needs root (mount namespaces, a setuid file owned by nobody)")
         return 77
-    for tool in ("strace", "unshare", "mount"):
+    for tool in ["strace"] + syspreload.missing_tools():
         if not shutil.which(tool):
             print(f"SKIP: {tool} is not installed")
             return 77
-    env = {k: v for k, v in os.environ.items()
-           if k != "LD_PRELOAD" and not k.startswith("PPIPE_")}
-    before = sysns.preload_state()
+    env = syspreload.env_without_preload(os.environ)
+    before = preload_state()
     root, why = work_root([tempfile.gettempdir(), "/var/tmp", os.path.dirname(lib)])
     for w in why:
         print(f"note: {w}")
@@ -615,29 +602,25 @@ def main():
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=root, prefix="ppipe-syspre.") as work:
         os.chmod(work, 0o755)
-        preload_lib, note = sysns.reachable_library(lib, work)
-        if note:
+        try:
+            ns = syspreload.prepare(work, lib, timeout=TIMEOUT)
+        except syspreload.SetupError as exc:
+            print(f"FAIL: {exc}")
+            return 1
+        for note in ns.notes:
             print(f"note: {note}")
-        etc, etc_plain = os.path.join(work, "etc"), os.path.join(work, "etc-plain")
-        for d, names in ((etc, preload_lib), (etc_plain, None)):
-            try:
-                said = sysns.copy_etc(d, names)
-            except OSError as exc:
-                print(f"FAIL: {exc}")
-                return 1
-            if said:
-                print(f"note: cp -a /etc {d}: {said[:500]}")
+        etc, etc_plain, preload_lib = ns.etc, ns.etc_plain, ns.lib
 
         # Can this run here at all: a namespace, and the library in a program?
-        probe = run(sysns.in_ns(etc, [helper]), env, stdin=subprocess.DEVNULL)
+        probe = run(in_ns(etc, [helper]), env, stdin=subprocess.DEVNULL)
         h = helper_line(probe.stderr)
         if probe.returncode != 0 and not h:
             print(f"SKIP: cannot run in a private mount namespace with /etc bound: "
                   f"{tail(probe)}")
             return 77
         if not h or h["libppipe"] != 1:
-            if sysns.sanitizer_refused(probe.stderr):
-                err = probe.stderr.decode(errors="replace")
+            err = probe.stderr.decode(errors="replace")
+            if "Sanitizer" in err or "ASan" in err:
                 print(f"SKIP: a sanitizer build cannot be preloaded system-wide: {err[:300]}")
                 return 77
             print(f"FAIL: /etc/ld.so.preload in the namespace did not load the library: "
@@ -663,7 +646,7 @@ def main():
         py = None
         for cand in (sys.executable, "/usr/bin/python3"):
             if cand and os.path.exists(cand):
-                r = run(sysns.in_ns(etc, [cand, "-c", "import sys; sys.exit("
+                r = run(in_ns(etc, [cand, "-c", "import sys; sys.exit("
                                     "'libppipe' not in open('/proc/self/maps').read())"]), env)
                 if r.returncode == 0:
                     py = cand
@@ -682,7 +665,7 @@ def main():
         case_pv(t, etc, data, want)
         case_build(etc, etc_plain, work, env)
         case_debug(etc, static, data, want, work, env)
-    after = sysns.preload_state()
+    after = preload_state()
     check("-", "the host's /etc/ld.so.preload is as it was", before == after,
           f"before {before!r}, after {after!r}")
     check("-", "the temporary directory is gone", not os.path.exists(work), work)
