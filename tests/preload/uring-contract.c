@@ -497,7 +497,7 @@ static const struct {
 int main(int argc, char **argv)
 {
 	struct scene s;
-	const char *sc = argc > 1 ? argv[1] : "";
+	const char *sc = argc > 1 && argv[1] ? argv[1] : "";
 
 	buf = t_map(8 * BLOCK);
 	self = argv[0];
