@@ -22,12 +22,15 @@
  *     record is written once the reader has read the one before, so that
  *     the pipe holds nothing of a ring and the reuse rule always lets it
  *     be written again: any fallback would be for want of a ring;
+ *   - where the kernel names anonymous mappings, every ring mapping is
+ *     "[anon:libppipe-ring]" in /proc/self/smaps;
  *   - once every writer has exited, trimming (driven by writes to another
  *     pipe) unmaps their rings, and closing the pipes leaves no ring memory.
  * Waits are loops with a generous deadline: an event must happen, at no
  * particular speed.
  */
 #include "helpers.h"
+#include "ringmaps.h"
 
 #include <ppipe.h>
 
@@ -161,6 +164,24 @@ static void join(pthread_t t)
 		t_die("pthread_join");
 }
 
+/* Checks that every ring mapping carries the name, where this kernel names mappings. */
+static void check_names(void)
+{
+	struct t_ringmap maps[T_RINGMAPS_MAX];
+	int n = t_ringmaps(maps), named = 0;
+
+	if (!t_anon_names()) {
+		t_log("this kernel does not name anonymous mappings (no CONFIG_ANON_VMA_NAME): "
+		      "name not checked (%d ring mappings)",
+		      n);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		named += !strcmp(maps[i].name, T_RING_NAME);
+	t_log("ring mappings named %s: %d of %d", T_RING_NAME, named, n);
+	t_check(n > 0 && named == n, "every ring mapping is named %s", T_RING_NAME);
+}
+
 static long elapsed_ms(const struct timespec *t0)
 {
 	struct timespec t;
@@ -219,6 +240,8 @@ int main(int argc, char **argv)
 		peak = st.pool_bytes > peak ? st.pool_bytes : peak;
 		if (done == warm)
 			base = st;
+		if (done == nthreads / 2)
+			check_names();
 	}
 	end = stats();
 	t_log("%u threads, %u at a time: ring memory at most %llu bytes (%.1f rings), "
