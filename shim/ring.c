@@ -195,12 +195,15 @@ static bool owner_gone(const struct owner_check *c, long pid)
 }
 
 /*
- * Under the list lock: the rings of @c whose owner is gone and that are
- * still in @set as they were gathered (same serial: a ring is reused only
- * under this lock) leave the list for @freed, but for the first that
- * holds @want_size data bytes, which this thread takes over (@want_size
- * 0: none) and which is returned. For the rings whose owner is still
- * there, @trim sets when to ask again.
+ * Under the list lock, for the rings of @c still in @set as they were
+ * gathered (same serial: a ring changes hands only under this lock):
+ * with @want_size, this thread takes over the first whose owner is gone
+ * and that holds @want_size data bytes, and returns it; the others of
+ * that size stay for the next thread that needs one (a pool that churns
+ * threads then maps nothing), trimming unmaps them once idle. Rings of
+ * gone owners that are smaller, or all of them without @want_size, leave
+ * the list for @freed. For the rings whose owner is still there, @trim
+ * sets when to ask again.
  */
 static struct pp_ring *settle_owners(struct pp_rings *set, struct owner_check *c, int n,
 				     size_t want_size, const struct pp_ring_trim *trim,
@@ -227,13 +230,17 @@ static struct pp_ring *settle_owners(struct pp_rings *set, struct owner_check *c
 			link = &r->next;
 			continue;
 		}
+		if (want_size && r->size >= want_size && took) {
+			link = &r->next;
+			continue;
+		}
 		/*
 		 * Its owner never writes it again (busy may still say it was
 		 * inside a write when it went: pthread_exit() in a handler);
 		 * the exchange orders its last writes before what follows.
 		 */
 		__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE);
-		if (!took && want_size && r->size >= want_size) {
+		if (want_size && r->size >= want_size) {
 			r->owner = tl_tid;
 			r->owner_pid = c[i].pid;
 			r->owner_serial = tl_serial;
@@ -257,7 +264,7 @@ static int told_gone;
 /*
  * A ring for this thread, which has none in @set (@c: the @n others, as
  * gathered): one whose owner exited, taken over as it is, or a new one.
- * The rings of other exited owners in @c are unmapped. The reuse rule's
+ * Rings of exited owners too small for the pipe now are unmapped. The reuse rule's
  * evidence is the ring's own: every push it records went into this pipe
  * (the owner's writes were checked like this thread's will be), so it
  * holds for whichever thread writes the ring next.

@@ -64,8 +64,9 @@ struct pp_rings {
  * whether the owners of the others in @set still exist (tgkill(pid, tid,
  * 0)). It takes one whose owner is gone over, as it is (its pages, and
  * the evidence of the reuse rule, which is the ring's own pushes into the
- * pipe), and unmaps the other such rings. Trimming gives back the rings
- * of exited threads that nobody took over (pp_rings_trim).
+ * pipe), and unmaps those too small for the pipe now; the others stay for
+ * the next thread that needs one. Trimming unmaps the rings of exited
+ * threads that nobody took over (pp_rings_trim).
  */
 struct pp_ring *pp_ring_get(struct pp_rings *set, const uint32_t *gen_word, uint32_t capacity);
 

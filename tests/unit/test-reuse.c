@@ -562,6 +562,46 @@ static void run_exiting(struct exiting *t)
 	}
 }
 
+/* Two threads with a ring each on @p at once, which then both exit. */
+struct pair {
+	struct pp_pipe *p;
+	uint32_t cap;
+	pthread_barrier_t both;
+	long tid[2];
+	int next;
+};
+
+static void *pair_writer(void *arg)
+{
+	struct pair *w = arg;
+	int me = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+
+	w->tid[me] = syscall(SYS_gettid);
+	if (!pp_ring_get(&w->p->rings, &w->p->gen, w->cap))
+		w->tid[me] = 0;
+	pthread_barrier_wait(&w->both);
+	return NULL;
+}
+
+static void wait_gone(long tid);
+
+static void run_pair(struct pair *w)
+{
+	pthread_t th[2];
+
+	pthread_barrier_init(&w->both, NULL, 2);
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th[i], NULL, pair_writer, w)) {
+			fprintf(stderr, "pthread\n");
+			exit(99);
+		}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&w->both);
+	for (int i = 0; i < 2; i++)
+		wait_gone(w->tid[i]);
+}
+
 static int rings_in(const struct pp_pipe *p)
 {
 	int n = 0;
@@ -656,6 +696,28 @@ static void test_exited(void)
 			fprintf(stderr, "(tid reuse not checked: the tid could not be had)\n");
 		if (t.r)
 			a.tid = t.tid;
+	}
+
+	/*
+	 * Two threads exited: the next thread takes one ring over and leaves
+	 * the other for the one after it; nothing is mapped or unmapped.
+	 */
+	{
+		struct pair w = { .p = pp_pipe_new(0, true, (int)cap), .cap = cap };
+		struct exiting t = { .p = w.p, .s = &s, .cap = cap };
+		uint64_t before;
+
+		run_pair(&w);
+		before = pp_pool_bytes();
+		CHECK(w.tid[0] && w.tid[1] && rings_in(w.p) == 2, "two rings (%d)", rings_in(w.p));
+		for (int i = 0; i < 3; i++) {
+			run_exiting(&t);
+			wait_gone(t.tid);
+			CHECK(t.r && rings_in(w.p) == 2 && pp_pool_bytes() == before,
+			      "thread %d took a ring over, the other stayed (%d rings)", i,
+			      rings_in(w.p));
+		}
+		free_ring(w.p);
 	}
 
 	/* Trimming: the rings of threads that exited go, this thread's own stays. */
