@@ -17,6 +17,8 @@
  *   - the process's ring memory (ppipe_stats_get's pool_bytes) stays
  *     within a few rings, whatever THREADS is: a new thread takes over the
  *     ring of one that exited, or the ring goes;
+ *   - the statistics (PPIPE_STATS, ppipe_stats_dump) count the rings of
+ *     exited threads taken over, or unmapped;
  *   - after the first threads, no large write falls back to the real call
  *     (no "no ring: pool cap reached") and none is passed through. Each
  *     record is written once the reader has read the one before, so that
@@ -182,6 +184,28 @@ static void check_names(void)
 	t_check(n > 0 && named == n, "every ring mapping is named %s", T_RING_NAME);
 }
 
+/* The value of "@key": in the JSON statistics of this process. */
+static uint64_t json_counter(const char *key)
+{
+	int (*dump)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "ppipe_stats_dump");
+	static char text[1 << 20];
+	char want[64];
+	int fd = t_tmpfile();
+	ssize_t n;
+	const char *at;
+
+	if (!dump || dump(fd) || lseek(fd, 0, SEEK_SET))
+		t_die("ppipe_stats_dump");
+	n = read(fd, text, sizeof(text) - 1);
+	t_close(fd);
+	text[n > 0 ? n : 0] = 0;
+	snprintf(want, sizeof(want), "\"%s\":", key);
+	at = strstr(text, want);
+	if (!at)
+		t_die("no %s in the statistics", key);
+	return strtoull(at + strlen(want), NULL, 10);
+}
+
 static long elapsed_ms(const struct timespec *t0)
 {
 	struct timespec t;
@@ -260,6 +284,15 @@ int main(int argc, char **argv)
 		"every large write after the first threads is accelerated");
 	t_check(end.writes_accelerated + end.writes_passthrough == (uint64_t)nthreads * WRITES,
 		"every write is counted, accelerated or passed through");
+	{
+		uint64_t reused = json_counter("exited_rings_reused");
+		uint64_t freed = json_counter("exited_rings_freed");
+
+		t_log("rings of exited threads: %llu taken over, %llu unmapped",
+		      (unsigned long long)reused, (unsigned long long)freed);
+		t_check(reused + freed >= nthreads - warm,
+			"the statistics count a ring of an exited thread for nearly each new one");
+	}
 
 	/*
 	 * Every writer is gone. Writes to another pipe drive trimming, which

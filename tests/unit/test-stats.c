@@ -383,6 +383,8 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[3])
 	r->pool_peak = 3 << 20;
 	r->pool_trimmed_bytes = UINT64_MAX - 1;
 	r->pressure_episodes = 2;
+	r->exited_rings_reused = 7;
+	r->exited_rings_freed = 8;
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		r->totals.v[i] = fds[0].cnt.v[i] + fds[1].cnt.v[i];
 	r->totals.v[PP_CNT_bytes_accelerated] = UINT64_MAX;
@@ -415,7 +417,8 @@ static void test_format(void)
 		     "\"moved_bytes\":3,\"splices\":4,\"dropped_bytes\":5,\"errors_reported\":6,"
 		     "\"flush_waits\":18446744073709551615},"
 		     "\"pool\":{\"bytes\":2097152,\"peak\":3145728,"
-		     "\"trimmed_bytes\":18446744073709551614,\"pressure_episodes\":2},"
+		     "\"trimmed_bytes\":18446744073709551614,\"pressure_episodes\":2,"
+		     "\"exited_rings_reused\":7,\"exited_rings_freed\":8},"
 		     "\"totals\":{"),
 	      "header: %s", buf);
 	/* Every counter: in the totals, both fds and the closed pipe, in PP_COUNTERS order. */
@@ -479,7 +482,8 @@ static void test_format_exact(void)
 		     "\"moved_bytes\":0,\"splices\":0,\"dropped_bytes\":0,\"errors_reported\":0,"
 		     "\"flush_waits\":0},"
 		     "\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,"
-		     "\"pressure_episodes\":0},\"totals\":{",
+		     "\"pressure_episodes\":0,\"exited_rings_reused\":0,"
+		     "\"exited_rings_freed\":0},\"totals\":{",
 		     version);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);
