@@ -33,6 +33,7 @@
  */
 #include "helpers.h"
 #include "ringmaps.h"
+#include "statsjson.h"
 
 #include <ppipe.h>
 
@@ -184,28 +185,6 @@ static void check_names(void)
 	t_check(n > 0 && named == n, "every ring mapping is named %s", T_RING_NAME);
 }
 
-/* The value of "@key": in the JSON statistics of this process. */
-static uint64_t json_counter(const char *key)
-{
-	int (*dump)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "ppipe_stats_dump");
-	static char text[1 << 20];
-	char want[64];
-	int fd = t_tmpfile();
-	ssize_t n;
-	const char *at;
-
-	if (!dump || dump(fd) || lseek(fd, 0, SEEK_SET))
-		t_die("ppipe_stats_dump");
-	n = read(fd, text, sizeof(text) - 1);
-	t_close(fd);
-	text[n > 0 ? n : 0] = 0;
-	snprintf(want, sizeof(want), "\"%s\":", key);
-	at = strstr(text, want);
-	if (!at)
-		t_die("no %s in the statistics", key);
-	return strtoull(at + strlen(want), NULL, 10);
-}
-
 static long elapsed_ms(const struct timespec *t0)
 {
 	struct timespec t;
@@ -285,8 +264,8 @@ int main(int argc, char **argv)
 	t_check(end.writes_accelerated + end.writes_passthrough == (uint64_t)nthreads * WRITES,
 		"every write is counted, accelerated or passed through");
 	{
-		uint64_t reused = json_counter("exited_rings_reused");
-		uint64_t freed = json_counter("exited_rings_freed");
+		uint64_t reused = t_stats_json("exited_rings_reused");
+		uint64_t freed = t_stats_json("exited_rings_freed");
 
 		t_log("rings of exited threads: %llu taken over, %llu unmapped",
 		      (unsigned long long)reused, (unsigned long long)freed);
