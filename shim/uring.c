@@ -210,6 +210,9 @@ static unsigned int submit_ready(void)
 		if ((s != PP_STAGE_OPEN && s != PP_STAGE_RETIRED) ||
 		    __atomic_load_n(&st->inflight, __ATOMIC_RELAXED))
 			continue;
+		/* Its pipe went without the engine seeing it close: delivered, then closed. */
+		if (s == PP_STAGE_OPEN && pp_stage_retire_orphan(st))
+			s = PP_STAGE_RETIRED;
 		pend = pp_stage_pending(st);
 		if (!pend) {
 			if (s == PP_STAGE_RETIRED && pp_stage_try_reap(st))
