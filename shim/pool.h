@@ -3,7 +3,8 @@
  * The pool: page-aligned memory for rings, faulted in by use, placed on the
  * writer's NUMA node, never inherited by fork children, and accounted
  * against the process cap (PPIPE_POOL_MAX). Where the kernel names
- * anonymous mappings, /proc/PID/smaps shows each as "[anon:" PP_POOL_NAME "]".
+ * anonymous mappings, /proc/PID/smaps shows each as "[anon:" PP_POOL_NAME "]"
+ * (docs/design.md, "Ring mappings in smaps").
  *
  * Layer: resources (may use: resources, base).
  */

@@ -60,7 +60,8 @@ struct pp_rings {
  * tells an owner that was freed and reused by it. NULL when the pool cap
  * is reached or memory cannot be had: the caller writes plainly.
  *
- * Rings of threads that exited: a thread that needs a new ring first asks
+ * Rings of threads that exited (docs/design.md,
+ * "Rings of threads that exited"): a thread that needs a new ring first asks
  * whether the owners of the others in @set still exist (tgkill(pid, tid,
  * 0)). It takes one whose owner is gone over, as it is (its pages, and
  * the evidence of the reuse rule, which is the ring's own pushes into the

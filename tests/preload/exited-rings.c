@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Rings of threads that exited are given back (docs/design.md, "What
- * libppipe keeps, and what gives it back"). One long-lived pipe is written
- * by THREADS short-lived threads, each making WRITES large writes of a
- * record (a header naming the thread and the record, then a pattern of
- * its own) that a reader thread checks byte by byte. Run under
+ * Rings of threads that exited are given back (docs/design.md,
+ * "Rings of threads that exited"). One long-lived pipe is written by
+ * THREADS short-lived threads, each making WRITES large writes of a record
+ * (a header naming the thread and the record, then a pattern of its own)
+ * that a reader thread checks byte by byte. Run under
  * LD_PRELOAD=libppipe with PPIPE_MIN_WRITE=4097, a small PPIPE_IDLE_MS and
  * a PPIPE_POOL_MAX far below THREADS rings. Usage:
  *
