@@ -19,8 +19,6 @@
 struct pp_ring {
 	struct pp_ring *next; /* in its pipe's list (struct pp_rings) */
 	long owner; /* tid of the writing thread */
-	long owner_pid; /* the process it belongs to (its tgid) */
-	uint64_t owner_serial; /* which thread: tids are reused, serials never (ring.c) */
 	int busy; /* the owner is inside a write (signal re-entry) */
 	char *data; /* size bytes, page-aligned */
 	size_t size; /* multiple of the page size */
@@ -41,9 +39,12 @@ struct pp_ring {
 	uint64_t lap_end; /* pushed_bytes at which this lap ends */
 	uint64_t lap_ns, lap_bytes; /* time in write() and bytes so far this lap */
 	/*
-	 * When trimming asks again whether the owner still exists, and the
-	 * gap after that: written by trimmers only, under the list lock.
+	 * Read and written under the list lock only, after what every write
+	 * touches: which thread owns it, and when trimming asks again whether
+	 * that thread still exists (and the gap after that).
 	 */
+	long owner_pid; /* the process it belongs to (its tgid) */
+	uint64_t owner_serial; /* which thread: tids are reused, serials never (ring.c) */
 	uint64_t check_use; /* last_use_ns when these were set */
 	uint64_t check_at, check_gap;
 };
