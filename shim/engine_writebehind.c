@@ -167,6 +167,8 @@ static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
 	if (cap_s < 16384)
 		return "staging pipe shrunk by the kernel (pipe-user-pages-soft)";
 	st->ino = p->ino;
+	st->owner_gen = &p->gen;
+	st->owner_was = pp_pipe_gen(p);
 	st->cap_s = (uint32_t)cap_s;
 	st->cap_t = (uint32_t)cap_t;
 	pp_pipe_note_capacity(p, (int)cap_t);
@@ -234,6 +236,18 @@ static struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 	for (st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++)
 		if (__atomic_load_n(&st->state, __ATOMIC_ACQUIRE) == PP_STAGE_FREE)
 			break;
+	/* None free: the stages of pipes that went unseen go, a drained one at once. */
+	if (st == pp_stages + PP_STAGE_MAX) {
+		bool retired = false;
+
+		for (st = pp_stages; st < pp_stages + PP_STAGE_MAX; st++) {
+			retired |= pp_stage_retire_orphan(st);
+			if (pp_stage_try_reap(st))
+				break;
+		}
+		if (retired)
+			pp_uring_kick();
+	}
 	if (st == pp_stages + PP_STAGE_MAX) {
 		__atomic_store_n(&alloc_lock, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&p->last_fallback, "write-behind: every staging slot in use",

@@ -209,34 +209,39 @@ PP_COMMON int pp_fcntl(int fd, int cmd, unsigned long arg)
 	return r;
 }
 
+/*
+ * The fds [@first, @last] are about to be closed: each goes as close()
+ * would have it go, one after the other, so that the engine sees which
+ * one is a pipe's last write end (all hooks first, then all entries,
+ * and two write ends of one pipe in the range each looked like one of
+ * two: a write-behind stage was never retired, and held its slot and
+ * fds for the life of the process).
+ */
+static void range_closing(unsigned int first, unsigned int last)
+{
+	unsigned int top = (unsigned int)pp_fdt_top();
+	bool hooks = pp_engine_hooks();
+
+	if (hooks)
+		pp_engine->fds_closing(first, last);
+	for (unsigned int fd = first; fd <= last && fd < top; fd++) {
+		if (hooks)
+			closing_pipe((int)fd);
+		pp_fdt_clear((int)fd);
+	}
+}
+
 int pp_close_range(unsigned int first, unsigned int last, int flags)
 {
-	if (!(flags & CLOSE_RANGE_CLOEXEC) && !pp_in_vfork_child()) {
-		unsigned int top = (unsigned int)pp_fdt_top();
-
-		if (pp_engine_hooks()) {
-			pp_engine->fds_closing(first, last);
-			for (unsigned int fd = first; fd <= last && fd < top; fd++)
-				closing_pipe((int)fd);
-		}
-		for (unsigned int fd = first; fd <= last && fd < top; fd++)
-			pp_fdt_clear((int)fd);
-	}
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && !pp_in_vfork_child())
+		range_closing(first, last);
 	return real_close_range(first, last, flags);
 }
 
 void pp_closefrom(int low)
 {
-	unsigned int top = pp_in_vfork_child() ? 0 : (unsigned int)pp_fdt_top();
-	unsigned int from = low > 0 ? (unsigned int)low : 0;
-
-	if (top && pp_engine_hooks()) {
-		pp_engine->fds_closing(from, ~0U);
-		for (unsigned int fd = from; fd < top; fd++)
-			closing_pipe((int)fd);
-	}
-	for (unsigned int fd = from; fd < top; fd++)
-		pp_fdt_clear((int)fd);
+	if (!pp_in_vfork_child())
+		range_closing(low > 0 ? (unsigned int)low : 0, ~0U);
 	if (PP_REAL(closefrom))
 		pp_real.closefrom(low);
 	else

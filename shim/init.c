@@ -215,6 +215,8 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep, bo
 		.pool_peak = pp_pool_peak(),
 		.pool_trimmed_bytes = pp_rings_trimmed_bytes(),
 		.pressure_episodes = pp_psi_episodes(),
+		.exited_rings_reused = pp_rings_exited_reused(),
+		.exited_rings_freed = pp_rings_exited_freed(),
 		.totals = ctx->totals,
 		.wb = wb_snapshot(),
 		.latency = &pp_latency_all,

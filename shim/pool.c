@@ -18,6 +18,12 @@
 #ifndef MPOL_PREFERRED
 #define MPOL_PREFERRED 1
 #endif
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#endif
+#ifndef PR_SET_VMA_ANON_NAME
+#define PR_SET_VMA_ANON_NAME 0
+#endif
 
 static uint64_t pool_bytes, pool_peak;
 static int numa_nodes = -1; /* >1: bind rings to the writer's node */
@@ -154,13 +160,39 @@ static char *map_aligned(size_t len, bool aligned)
 	return p + head;
 }
 
-/* The advice every ring mapping carries: no fork inheritance, the page size, the node. */
+/* 0 once the kernel said it names no anonymous mappings (no CONFIG_ANON_VMA_NAME). */
+static int naming = 1;
+
+/*
+ * Names [p, p+len) PP_POOL_NAME, so that /proc/PID/smaps shows ring
+ * memory as "[anon:libppipe-ring]" (what a tree's ring memory adds up
+ * to). One system call per mapping, none more after the kernel said
+ * EINVAL: it cannot (before 5.17, or without CONFIG_ANON_VMA_NAME).
+ */
+static void name_mapping(char *p, size_t len)
+{
+	long r;
+
+	if (!__atomic_load_n(&naming, __ATOMIC_RELAXED))
+		return;
+	r = PP_SYSCALL(SYS_prctl, PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, len, PP_POOL_NAME);
+	if (r == -EINVAL && __atomic_exchange_n(&naming, 0, __ATOMIC_RELAXED))
+		pp_debug("ring mappings are not named here (no CONFIG_ANON_VMA_NAME): "
+			 "smaps shows them as anonymous memory");
+}
+
+/*
+ * The advice every ring mapping carries: no fork inheritance, the page
+ * size, the node, the name. A mapping made anew in place (a huge-page
+ * switch) gets it all again.
+ */
 static void advise(char *p, size_t len, bool huge)
 {
 	/* Fork children never see ring pages: no COW on the parent's next copy. */
 	madvise(p, len, MADV_DONTFORK);
 	madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	bind_node(p, len, pp_numa_node());
+	name_mapping(p, len);
 }
 
 bool pp_pool_replace(void *p, size_t len, bool huge)

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pool: pre-faulted, page-aligned memory for rings, placed on the
+ * The pool: page-aligned memory for rings, faulted in by use, placed on the
  * writer's NUMA node, never inherited by fork children, and accounted
- * against the process cap (PPIPE_POOL_MAX).
+ * against the process cap (PPIPE_POOL_MAX). Where the kernel names
+ * anonymous mappings, /proc/PID/smaps shows each as "[anon:" PP_POOL_NAME "]"
+ * (docs/design.md, "Ring mappings in smaps").
  *
  * Layer: resources (may use: resources, base).
  */
@@ -12,6 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define PP_POOL_NAME "libppipe-ring"
 
 /*
  * Maps @len bytes (a page multiple). With @aligned the mapping starts on

@@ -38,6 +38,15 @@ struct pp_ring {
 	bool cold; /* this lap paid page faults: it is not counted */
 	uint64_t lap_end; /* pushed_bytes at which this lap ends */
 	uint64_t lap_ns, lap_bytes; /* time in write() and bytes so far this lap */
+	/*
+	 * Read and written under the list lock only, after what every write
+	 * touches: which thread owns it, and when trimming asks again whether
+	 * that thread still exists (and the gap after that).
+	 */
+	long owner_pid; /* the process it belongs to (its tgid) */
+	uint64_t owner_serial; /* which thread: tids are reused, serials never (ring.c) */
+	uint64_t check_use; /* last_use_ns when these were set */
+	uint64_t check_at, check_gap;
 };
 
 /* The rings of one pipe, one per writing thread; kept in the pipe's object. */
@@ -51,6 +60,15 @@ struct pp_rings {
  * the owner's incarnation counter (atomic): the thread's cache of rings
  * tells an owner that was freed and reused by it. NULL when the pool cap
  * is reached or memory cannot be had: the caller writes plainly.
+ *
+ * Rings of threads that exited (docs/design.md,
+ * "Rings of threads that exited"): a thread that needs a new ring first asks
+ * whether the owners of the others in @set still exist (tgkill(pid, tid,
+ * 0)). It takes one whose owner is gone over, as it is (its pages, and
+ * the evidence of the reuse rule, which is the ring's own pushes into the
+ * pipe), and unmaps those too small for the pipe now; the others stay for
+ * the next thread that needs one. Trimming unmaps the rings of exited
+ * threads that nobody took over (pp_rings_trim).
  */
 struct pp_ring *pp_ring_get(struct pp_rings *set, const uint32_t *gen_word, uint32_t capacity);
 
@@ -96,15 +114,25 @@ void pp_ring_account(struct pp_ring *r, uint64_t ns, size_t bytes);
  * ring just gets a fresh one. pp_ring_trim_plan() says what goes at
  * @now_ns, pp_rings_trim() applies that to one pipe's rings (pipe.h walks
  * the pipes); cheap when nothing is idle.
+ *
+ * It also unmaps the rings of threads that exited: an idle ring's owner
+ * is asked for once it is idle, then again after a gap that doubles each
+ * time the owner is still there (up to 64 idle periods). After the pool
+ * refused a ring (its cap), the next trim asks about every ring at once,
+ * idle or not (@any_owner).
  */
 struct pp_ring_trim {
 	uint64_t now, idle;
 	size_t keep;
+	bool any_owner;
 };
 void pp_ring_trim_plan(struct pp_ring_trim *t, uint64_t now_ns, bool pressure);
 void pp_rings_trim(struct pp_rings *set, const struct pp_ring_trim *t);
 /* Bytes given back by trimming so far. */
 uint64_t pp_rings_trimmed_bytes(void);
+/* Rings of exited threads so far: taken over by another thread, and unmapped. */
+uint64_t pp_rings_exited_reused(void);
+uint64_t pp_rings_exited_freed(void);
 
 /* Frees every ring of @set (its pipe is gone). */
 void pp_rings_free(struct pp_rings *set);

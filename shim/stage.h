@@ -72,6 +72,14 @@ struct pp_stage {
 	int mover; /* the stage's lock: held to push into S and count, or to move on (atomic) */
 	int flushers; /* threads waiting for moved (atomic) */
 	uint64_t used_ns; /* CLOCK_MONOTONIC when a writer last left it (atomic) */
+	/*
+	 * The generation word of the pipe's object (type-stable, never
+	 * unmapped) and its value when the stage opened: once it moves, the
+	 * object was freed, and nobody in this process writes through the
+	 * stage again (pp_stage_retire_orphan).
+	 */
+	const uint32_t *owner_gen;
+	uint32_t owner_was;
 };
 
 /*
@@ -183,6 +191,27 @@ static inline void pp_stage_drop_target(struct pp_stage *st)
 		pp_sys_close(tfd);
 	}
 	pp_stage_mover_release(st);
+}
+
+/*
+ * Retires @st if it is open while its pipe's object is gone (true): the
+ * last write end went without the engine seeing it close (a close_range
+ * system call, an fd number replaced behind libppipe's back, then the
+ * object freed when the number came back). What it holds is delivered,
+ * then it is closed like any retired stage; else its slot and staging
+ * pipe stayed for the life of the process.
+ */
+static inline bool pp_stage_retire_orphan(struct pp_stage *st)
+{
+	int open = PP_STAGE_OPEN;
+
+	if (__atomic_load_n(&st->state, __ATOMIC_ACQUIRE) != PP_STAGE_OPEN ||
+	    __atomic_load_n(st->owner_gen, __ATOMIC_ACQUIRE) == st->owner_was ||
+	    !__atomic_compare_exchange_n(&st->state, &open, PP_STAGE_RETIRED, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return false;
+	__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL); /* the open reference */
+	return true;
 }
 
 /*

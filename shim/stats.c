@@ -481,6 +481,10 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	pp_out_u64(&o, r->pool_trimmed_bytes);
 	pp_out_str(&o, ",\"pressure_episodes\":");
 	pp_out_u64(&o, r->pressure_episodes);
+	pp_out_str(&o, ",\"exited_rings_reused\":");
+	pp_out_u64(&o, r->exited_rings_reused);
+	pp_out_str(&o, ",\"exited_rings_freed\":");
+	pp_out_u64(&o, r->exited_rings_freed);
 	pp_out_mem(&o, "}", 1);
 	pp_out_str(&o, ",\"registry\":");
 	if (r->registry.slots_max) {

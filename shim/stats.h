@@ -196,6 +196,8 @@ struct pp_stats_report {
 	uint64_t pool_bytes, pool_peak; /* ring memory mapped now, at most */
 	uint64_t pool_trimmed_bytes; /* given back by trimming, in all */
 	uint64_t pressure_episodes; /* times memory pressure (PSI) began */
+	uint64_t exited_rings_reused; /* rings of exited threads taken over by others */
+	uint64_t exited_rings_freed; /* and unmapped */
 	struct pp_stats_registry registry; /* all 0 (null in the JSON) without one */
 	struct pp_counters totals; /* closed pipes + live ones, summed by the caller */
 	const struct pp_latency *latency;

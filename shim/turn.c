@@ -5,7 +5,11 @@
  * the word in slices of WAIT_SLICE_NS, testing for cancellation between
  * them (a raw futex wait is not a cancellation point, and the holder may
  * sit in a blocked vmsplice() for as long as the reader pleases, during
- * which a plain write() would be cancellable).
+ * which a plain write() would be cancellable). After a slice in which the
+ * same holder kept the turn, the waiter asks whether that thread still
+ * exists: one that exited holding it (pthread_exit() in a handler that
+ * interrupted its write) would otherwise keep every writer of the pipe
+ * waiting for good.
  */
 #include "turn.h"
 
@@ -146,6 +150,12 @@ int pp_turn_take(struct pp_turn *turn)
 		errno = saved;
 		if (err == EINTR)
 			return -EINTR;
+		/* A whole slice with the same holder: is it still there? */
+		if (err == ETIMEDOUT && __atomic_load_n(&turn->holder, __ATOMIC_RELAXED) == cur &&
+		    PP_SYSCALL(SYS_tgkill, PP_SYSCALL(SYS_getpid), cur, 0) == -ESRCH &&
+		    __atomic_compare_exchange_n(&turn->holder, &cur, 0, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			pp_debug("turns: the thread that held a pipe's turn exited: given back");
 		pthread_testcancel();
 	}
 }

@@ -210,11 +210,17 @@ static unsigned int submit_ready(void)
 		if ((s != PP_STAGE_OPEN && s != PP_STAGE_RETIRED) ||
 		    __atomic_load_n(&st->inflight, __ATOMIC_RELAXED))
 			continue;
+		/* Its pipe went without the engine seeing it close: delivered, then closed. */
+		if (s == PP_STAGE_OPEN && pp_stage_retire_orphan(st))
+			s = PP_STAGE_RETIRED;
 		pend = pp_stage_pending(st);
 		if (!pend) {
+			/* Read before the slot is free: a writer may take it at once. */
+			uint64_t ino = st->ino;
+
 			if (s == PP_STAGE_RETIRED && pp_stage_try_reap(st))
 				pp_debug("write-behind: stage of pipe inode %llu closed",
-					 (unsigned long long)st->ino);
+					 (unsigned long long)ino);
 			else if (s == PP_STAGE_OPEN &&
 				 __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) >= 0) {
 				/* Drained: the dup goes once no write came for a while (stage.h). */

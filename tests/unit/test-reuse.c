@@ -15,12 +15,16 @@
  *   - write-behind: the staging pipe and the target together, the
  *     capacities of both and the bytes both hold;
  *   - the fd no longer names the pipe: no reuse at all;
- *   - trimmed pages are fresh: writing them changes nothing the pipe holds.
+ *   - trimmed pages are fresh: writing them changes nothing the pipe holds;
+ *   - a thread that exited: its ring is taken over by the next thread that
+ *     needs one on the pipe, evidence and all, or unmapped; trimming
+ *     unmaps the rings of exited threads nobody took over.
  * Every page the rule gives back is overwritten at once, and the reader
  * checks every byte it reads: a page given back too early shows there.
  */
 #include "config.h"
 #include "pipe.h"
+#include "pool.h"
 #include "real.h"
 #include "ring.h"
 
@@ -516,6 +520,247 @@ static void test_trim(void)
 	free_ring(p);
 }
 
+/* A thread that writes @pages pages into @s through its ring on @p, then exits. */
+struct exiting {
+	struct pp_pipe *p;
+	struct stream *s;
+	uint32_t cap;
+	int pages; /* pushed, from page 0 */
+	bool busy; /* leaves its ring claimed, as a thread that exited inside a write */
+	bool want_tid; /* only when its tid is @tid (else it does nothing) */
+	long tid;
+	struct pp_ring *r;
+};
+
+static void *exiting_writer(void *arg)
+{
+	struct exiting *t = arg;
+	struct pp_ring_checks c = { 0 };
+	long tid = syscall(SYS_gettid);
+
+	if (t->want_tid && tid != t->tid)
+		return NULL;
+	t->tid = tid;
+	t->r = pp_ring_get(&t->p->rings, &t->p->gen, t->cap);
+	for (int i = 0; t->r && i < t->pages; i++)
+		push(t->s, t->r,
+		     reserve_at(t->r, (size_t)i * PAGE, PAGE, t->s->wr, -1, t->s->ino, t->cap, &c),
+		     PAGE, t->s->wr);
+	if (t->r && t->busy)
+		t->r->busy = 1;
+	return NULL;
+}
+
+static void run_exiting(struct exiting *t)
+{
+	pthread_t th;
+
+	t->r = NULL;
+	if (pthread_create(&th, NULL, exiting_writer, t) || pthread_join(th, NULL)) {
+		fprintf(stderr, "pthread\n");
+		exit(99);
+	}
+}
+
+/* Two threads with a ring each on @p at once, which then both exit. */
+struct pair {
+	struct pp_pipe *p;
+	uint32_t cap;
+	pthread_barrier_t both;
+	long tid[2];
+	int next;
+};
+
+static void *pair_writer(void *arg)
+{
+	struct pair *w = arg;
+	int me = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+
+	w->tid[me] = syscall(SYS_gettid);
+	if (!pp_ring_get(&w->p->rings, &w->p->gen, w->cap))
+		w->tid[me] = 0;
+	pthread_barrier_wait(&w->both);
+	return NULL;
+}
+
+static void wait_gone(long tid);
+
+static void run_pair(struct pair *w)
+{
+	pthread_t th[2];
+
+	pthread_barrier_init(&w->both, NULL, 2);
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th[i], NULL, pair_writer, w)) {
+			fprintf(stderr, "pthread\n");
+			exit(99);
+		}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&w->both);
+	for (int i = 0; i < 2; i++)
+		wait_gone(w->tid[i]);
+}
+
+static int rings_in(const struct pp_pipe *p)
+{
+	int n = 0;
+
+	for (const struct pp_ring *r = p->rings.head; r; r = r->next)
+		n++;
+	return n;
+}
+
+/* Waits until the kernel has let thread @tid go (pthread_join() returns a moment before). */
+static void wait_gone(long tid)
+{
+	for (int i = 0; i < 10000 && !syscall(SYS_tgkill, getpid(), tid, 0); i++)
+		usleep(100);
+}
+
+/*
+ * A thread that exited leaves its ring: the next thread that needs one on
+ * the pipe takes it over, with the evidence of the reuse rule as it was;
+ * one that does not fit any more goes. Trimming unmaps the rest.
+ */
+static void test_exited(void)
+{
+	struct pp_ring_checks c = { 0 };
+	const uint32_t cap = 16 * PAGE;
+	struct exiting a, b;
+	struct pp_pipe *p, *q;
+	struct stream s;
+	uint64_t pool;
+
+	p = pp_pipe_new(0, true, (int)cap);
+	open_stream(&s, (int)cap);
+	pool = pp_pool_bytes();
+	a = (struct exiting){ .p = p, .s = &s, .cap = cap, .pages = 4, .busy = true };
+	run_exiting(&a);
+	wait_gone(a.tid);
+	CHECK(a.r && pp_pool_bytes() > pool, "the first thread got a ring");
+	pool = pp_pool_bytes();
+
+	/* The next thread takes it over: the same pages, the same evidence. */
+	b = (struct exiting){ .p = p, .s = &s, .cap = cap };
+	run_exiting(&b);
+	CHECK(b.r == a.r && b.r->owner == b.tid && rings_in(p) == 1 && pp_pool_bytes() == pool,
+	      "the ring of the thread that exited is taken over (%d rings)", rings_in(p));
+	CHECK(!b.r->busy, "released: its owner left it claimed, and is gone");
+	CHECK(reserve_at(b.r, 0, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
+	      "its pages still in the pipe are not written again");
+	drain(&s, 2 * PAGE);
+	CHECK(reserve_at(b.r, 0, 2 * PAGE, s.wr, -1, s.ino, cap, &c) == 0 &&
+		      reserve_at(b.r, 2 * PAGE, PAGE, s.wr, -1, s.ino, cap, &c) == -EBUSY,
+	      "the ones read are, to the page");
+	drain(&s, 2 * PAGE);
+	push(&s, b.r, reserve_at(b.r, 0, 4 * PAGE, s.wr, -1, s.ino, cap, &c), 4 * PAGE, s.wr);
+	drain(&s, 4 * PAGE);
+
+	/* The pipe's capacity grew: the old ring no longer fits and goes. */
+	wait_gone(b.tid);
+	pool -= b.r->map_len;
+	a = (struct exiting){ .p = p, .s = &s, .cap = 4 * cap, .pages = 1 };
+	run_exiting(&a);
+	CHECK(a.r && a.r->size == 8 * cap && rings_in(p) == 1 &&
+		      pp_pool_bytes() == pool + a.r->map_len,
+	      "a ring too small for the pipe now is unmapped, not taken over (%d rings, "
+	      "ring %zu, pool %llu)",
+	      rings_in(p), a.r ? a.r->size : 0, (unsigned long long)pp_pool_bytes());
+	drain(&s, PAGE);
+
+	/*
+	 * The tid of a thread that exited, given to a new one: it is not the
+	 * owner. (Only where the next pid can be chosen: root.)
+	 */
+	wait_gone(a.tid);
+	{
+		struct exiting t = { .p = p, .s = &s, .cap = 4 * cap, .want_tid = true };
+		int tries = 0;
+
+		for (; tries < 100 && !t.r; tries++) {
+			FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
+
+			if (!f || fprintf(f, "%ld", a.tid - 1) < 0 || fclose(f)) {
+				tries = 100;
+				break;
+			}
+			t.tid = a.tid;
+			run_exiting(&t);
+		}
+		if (t.r)
+			CHECK(t.r == a.r && rings_in(p) == 1,
+			      "a thread with the tid of one that exited takes its ring over (%d rings)",
+			      rings_in(p));
+		else
+			fprintf(stderr, "(tid reuse not checked: the tid could not be had)\n");
+		if (t.r)
+			a.tid = t.tid;
+	}
+
+	/*
+	 * Two threads exited: the next thread takes one ring over and leaves
+	 * the other for the one after it; nothing is mapped or unmapped.
+	 */
+	{
+		struct pair w = { .p = pp_pipe_new(0, true, (int)cap), .cap = cap };
+		struct exiting t = { .p = w.p, .s = &s, .cap = cap };
+		uint64_t before;
+
+		run_pair(&w);
+		before = pp_pool_bytes();
+		CHECK(w.tid[0] && w.tid[1] && rings_in(w.p) == 2, "two rings (%d)", rings_in(w.p));
+		for (int i = 0; i < 3; i++) {
+			run_exiting(&t);
+			wait_gone(t.tid);
+			CHECK(t.r && rings_in(w.p) == 2 && pp_pool_bytes() == before,
+			      "thread %d took a ring over, the other stayed (%d rings)", i,
+			      rings_in(w.p));
+		}
+		free_ring(w.p);
+	}
+
+	/* Trimming: the rings of threads that exited go, this thread's own stays. */
+	wait_gone(a.tid);
+	q = pp_pipe_new(0, true, (int)cap);
+	CHECK(pp_ring_get(&q->rings, &q->gen, cap) != NULL, "a ring of this thread's");
+	pool = pp_pool_bytes() - a.r->map_len; /* a.r is unmapped below */
+	for (struct pp_ring *r = p->rings.head; r; r = r->next)
+		r->last_use_ns = 1;
+	q->rings.head->last_use_ns = 1;
+	pp_pipes_trim_rings(10000000000ull, false);
+	CHECK(rings_in(p) == 0 && rings_in(q) == 1 && pp_pool_bytes() == pool,
+	      "trimming unmapped the exited thread's ring (%d left), not the live one's",
+	      rings_in(p));
+	CHECK(pp_rings_exited_reused() >= 2 && pp_rings_exited_freed() >= 2,
+	      "counted: %llu taken over, %llu unmapped",
+	      (unsigned long long)pp_rings_exited_reused(),
+	      (unsigned long long)pp_rings_exited_freed());
+
+	/* One that is not idle goes too once the pool refused a ring. */
+	b = (struct exiting){ .p = p, .s = &s, .cap = cap };
+	run_exiting(&b);
+	wait_gone(b.tid);
+	p->rings.head->last_use_ns = 9500000000ull;
+	pp_pipes_trim_rings(10000000000ull, false);
+	CHECK(rings_in(p) == 1, "not idle: not asked about yet");
+	{
+		uint64_t max = pp_cfg.pool_max;
+		struct pp_pipe *full = pp_pipe_new(0, true, (int)cap);
+
+		pp_cfg.pool_max = pp_pool_bytes();
+		CHECK(!pp_ring_get(&full->rings, &full->gen, cap), "the pool is full");
+		pp_cfg.pool_max = max;
+		free_ring(full);
+	}
+	pp_pipes_trim_rings(10000000000ull, false);
+	CHECK(rings_in(p) == 0, "after the pool refused a ring: unmapped (%d left)", rings_in(p));
+	CHECK(!s.bad, "%d bytes read were not the ones written", s.bad);
+	close_stream(&s);
+	free_ring(q);
+	free_ring(p);
+}
+
 /*
  * Everything together, as a writer and a reader would: writes of every
  * size where the rule allows, reads of every size between, into pipes the
@@ -628,6 +873,7 @@ int main(void)
 	test_threads();
 	test_stage();
 	test_trim();
+	test_exited();
 	test_mixed(16 * PAGE, 0);
 	test_mixed(64 * PAGE, 32 * PAGE);
 	test_mixed(16 * PAGE, 32 * PAGE);

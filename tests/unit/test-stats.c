@@ -384,6 +384,8 @@ static void make_report(struct pp_stats_report *r, struct pp_fd_report fds[3])
 	r->pool_peak = 3 << 20;
 	r->pool_trimmed_bytes = UINT64_MAX - 1;
 	r->pressure_episodes = 2;
+	r->exited_rings_reused = 7;
+	r->exited_rings_freed = 8;
 	r->registry = (struct pp_stats_registry){ 3, 32768, 4, 8192, 5, 6, 7, 8, 9, UINT64_MAX };
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		r->totals.v[i] = fds[0].cnt.v[i] + fds[1].cnt.v[i];
@@ -417,7 +419,8 @@ static void test_format(void)
 		     "\"moved_bytes\":3,\"splices\":4,\"dropped_bytes\":5,\"errors_reported\":6,"
 		     "\"flush_waits\":18446744073709551615},"
 		     "\"pool\":{\"bytes\":2097152,\"peak\":3145728,"
-		     "\"trimmed_bytes\":18446744073709551614,\"pressure_episodes\":2},"
+		     "\"trimmed_bytes\":18446744073709551614,\"pressure_episodes\":2,"
+		     "\"exited_rings_reused\":7,\"exited_rings_freed\":8},"
 		     "\"registry\":{\"slots\":3,\"slots_max\":32768,\"records\":4,"
 		     "\"records_max\":8192,\"reclaimed\":5,\"reclaimed_holds\":6,"
 		     "\"expired_charges\":7,\"healed\":8,\"full\":9,"
@@ -485,7 +488,8 @@ static void test_format_exact(void)
 		     "\"moved_bytes\":0,\"splices\":0,\"dropped_bytes\":0,\"errors_reported\":0,"
 		     "\"flush_waits\":0},"
 		     "\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,"
-		     "\"pressure_episodes\":0},\"registry\":null,\"totals\":{",
+		     "\"pressure_episodes\":0,\"exited_rings_reused\":0,"
+		     "\"exited_rings_freed\":0},\"registry\":null,\"totals\":{",
 		     version);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);
