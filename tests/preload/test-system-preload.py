@@ -400,6 +400,7 @@ def after_static(static, data, work, dd_tail=""):
     if os.path.exists(fifo):
         os.unlink(fifo)
     os.mkfifo(fifo)
+    os.chmod(fifo, 0o666)       # a setuid reader runs as another user
     return (f"{{ read -r _ < {shlex.quote(fifo)}; exec dd if={shlex.quote(data)} bs=1M "
             f"status=none{dd_tail}; }} | {shlex.quote(static)} {shlex.quote(fifo)} | sha256sum")
 
@@ -432,7 +433,8 @@ def case_setuid(t, etc, helper, data, want, work, env):
     os.mkdir(stats)
     os.chmod(stats, 0o1777)     # the setuid process could write here
     env = dict(env, PPIPE_STATS=os.path.join(stats, "stats.%p"), PPIPE_DEBUG="1")
-    cmd = f"dd if={shlex.quote(data)} bs=1M status=none | {shlex.quote(suid)} | sha256sum"
+    # dd waits until the setuid program runs (see after_static).
+    cmd = after_static(suid, data, work)
     proc, rows = t(etc, ["sh", "-c", cmd], env=env)
     intact(4, "dd | setuid copy | sha256sum", proc, first_word(proc), want)
     h = helper_line(proc.stderr)
