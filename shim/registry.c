@@ -59,7 +59,71 @@ static uint64_t new_key(void)
 /* The id of the segment this process attached, for the environment of an exec. */
 static int reg_id = -1;
 
-static void reap_orphans(void);
+/*
+ * One line of /proc/sysvipc/shm, "key shmid perms size cpid lpid nattch uid
+ * gid cuid ...": a segment of ours left behind by a process killed between
+ * making it and marking it for removal (nobody attaches it, its maker is
+ * gone, our size, owner and mode, our magic or nothing written yet) is
+ * removed.
+ */
+static void reap_line(const char *c, long euid)
+{
+	unsigned long long v[10];
+	struct reg_header *h;
+	int k;
+
+	for (k = 0; k < 10; k++) {
+		while (*c == ' ')
+			c++;
+		if (*c < '0' || *c > '9')
+			return;
+		v[k] = 0;
+		/* perms is printed in octal, the rest in decimal */
+		for (; *c >= '0' && *c <= '9'; c++)
+			v[k] = v[k] * (k == 2 ? 8 : 10) + (unsigned long long)(*c - '0');
+	}
+	if (v[0] || v[3] != REG_SIZE || v[6] || v[7] != (unsigned long long)euid ||
+	    v[9] != (unsigned long long)euid || (v[2] & 0777) != 0600 ||
+	    PP_SYSCALL(SYS_kill, (long)v[4], 0) != -ESRCH || !(h = attach((int)v[1])))
+		return;
+	if (h->magic == REG_MAGIC || !h->magic)
+		PP_SYSCALL(SYS_shmctl, (int)v[1], IPC_RMID, NULL);
+	detach(h);
+}
+
+/* Reads /proc/sysvipc/shm (1 MiB at most) and reaps what was left behind. */
+#define REAP_READ_MAX (1l << 20)
+static void reap_orphans(void)
+{
+	char buf[4096];
+	long fd = PP_SYSCALL(SYS_openat, AT_FDCWD, "/proc/sysvipc/shm", O_RDONLY | O_CLOEXEC);
+	long euid = PP_SYSCALL(SYS_geteuid), n, have = 0, total = 0;
+	bool first = true;
+
+	if (fd < 0)
+		return;
+	while (total < REAP_READ_MAX &&
+	       (n = PP_SYSCALL(SYS_read, (int)fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		char *line = buf, *nl;
+
+		total += n;
+		have += n;
+		buf[have] = 0;
+		while ((nl = strchr(line, '\n'))) {
+			*nl = 0;
+			if (!first) /* the first line names the columns */
+				reap_line(line, euid);
+			first = false;
+			line = nl + 1;
+		}
+		/* The part of a line the next read completes; a line longer than the buffer is dropped. */
+		have = buf + have - line;
+		if (have == (long)sizeof(buf) - 1)
+			have = 0;
+		memmove(buf, line, (size_t)have);
+	}
+	pp_sys_close((int)fd);
+}
 
 /* Makes this tree's registry, on the first pipe that crosses. */
 static struct reg_header *reg_create(void)
@@ -92,10 +156,14 @@ static struct reg_header *reg_create(void)
 	h->slot_size = sizeof(struct pp_shared);
 	h->rec_size = sizeof(struct reg_rec);
 	h->entries = REC_ENTRIES;
-	h->slots_limit = pp_fault_reg_slots ? pp_fault_reg_slots : REG_SLOTS;
-	h->recs_limit = pp_fault_reg_recs ? pp_fault_reg_recs : REG_RECS;
-	h->claim_ms = pp_fault_reg_claim_ms ? pp_fault_reg_claim_ms :
-					      (uint32_t)(REG_CLAIM_WINDOW_NS / 1000000);
+	h->slots_limit = pp_fault_reg_slots && pp_fault_reg_slots < REG_SLOTS ? pp_fault_reg_slots :
+										REG_SLOTS;
+	h->recs_limit =
+		pp_fault_reg_recs && pp_fault_reg_recs < REG_RECS ? pp_fault_reg_recs : REG_RECS;
+	h->claim_ms =
+		pp_fault_reg_claim_ms && pp_fault_reg_claim_ms < REG_CLAIM_WINDOW_NS / 1000000 ?
+			pp_fault_reg_claim_ms :
+			(uint32_t)(REG_CLAIM_WINDOW_NS / 1000000);
 	h->key = new_key();
 	/* Nothing to sweep in a new registry: the first sweep on schedule a second from now. */
 	h->backoff_ms = 1000;
@@ -109,58 +177,6 @@ static struct reg_header *reg_create(void)
 out:
 	__atomic_store_n(&creating, 0, __ATOMIC_RELEASE);
 	return h;
-}
-
-/*
- * A segment of ours left behind by a process killed between making it and
- * marking it for removal: nobody attaches it, its maker is gone. Removed
- * here, when a new one is made (/proc/sysvipc/shm lists them).
- */
-static void reap_orphans(void)
-{
-	char buf[4096];
-	long fd = PP_SYSCALL(SYS_openat, AT_FDCWD, "/proc/sysvipc/shm", O_RDONLY | O_CLOEXEC);
-	long euid = PP_SYSCALL(SYS_geteuid), n, got = 0;
-	char *line;
-
-	if (fd < 0)
-		return;
-	while (got < (long)sizeof(buf) - 1 &&
-	       (n = PP_SYSCALL(SYS_read, (int)fd, buf + got, sizeof(buf) - 1 - got)) > 0)
-		got += n;
-	pp_sys_close((int)fd);
-	buf[got] = 0;
-	/* key shmid perms size cpid lpid nattch uid gid cuid ... (the first line names them) */
-	for (line = strchr(buf, '\n'); line && *line; line = strchr(line + 1, '\n')) {
-		unsigned long long v[10];
-		const char *c = line + 1;
-		int k;
-
-		for (k = 0; k < 10; k++) {
-			while (*c == ' ')
-				c++;
-			if (*c < '0' || *c > '9')
-				break;
-			v[k] = 0;
-			/* perms is printed in octal, the rest in decimal */
-			for (; *c >= '0' && *c <= '9'; c++)
-				v[k] = v[k] * (k == 2 ? 8 : 10) + (unsigned long long)(*c - '0');
-		}
-		if (k < 10 || v[0] || v[3] != REG_SIZE || v[6] ||
-		    v[7] != (unsigned long long)euid || v[9] != (unsigned long long)euid ||
-		    (v[2] & 0777) != 0600 || PP_SYSCALL(SYS_kill, (long)v[4], 0) != -ESRCH) {
-			continue;
-		}
-		{
-			struct reg_header *h = attach((int)v[1]);
-
-			if (!h)
-				continue;
-			if (h->magic == REG_MAGIC || !h->magic)
-				PP_SYSCALL(SYS_shmctl, (int)v[1], IPC_RMID, NULL);
-			detach(h);
-		}
-	}
 }
 
 /* ---- slots ---- */
