@@ -414,7 +414,8 @@ static struct reg_rec *mine_new(void)
 		pp_reg_note_full("records");
 		return NULL;
 	}
-	r->seen_ns = reg_boot_ns();
+	/* This process, alive when the record was made. */
+	r->seen_ns = r->made_ns;
 	if (!pp_reg_rec_set(r, &own, REC_LIVE, OWN_PID(own)) || !mine_add(r, own)) {
 		pp_reg_rec_free(r, own);
 		return NULL;
@@ -526,13 +527,19 @@ PP_COMMON void pp_reg_fork_hold(struct pp_shared *s)
 		return;
 	e = ENT(reg_slot_index(s), ENT_HOLD, ino);
 	__atomic_fetch_add(&s->holders, 1, __ATOMIC_ACQ_REL);
+	/* Freed meanwhile (this process holds it: only by a sweep's mistake)? Not the child's. */
+	if (__atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) != ino) {
+		reg_dec(&s->holders);
+		pp_reg_slot_maybe_free(s);
+		return;
+	}
 	if (nforked)
 		r = &reg_recs()[forked[nforked - 1].rec - 1];
 	if (!r || !rec_add(r, e)) {
 		/*
-		 * A new record for the child: LIVE, nobody's yet (pid 0); the
-		 * child names it when it starts. Made by us, so that a sweep
-		 * can tell a fork that failed.
+		 * A new record for the child: LIVE, nobody's yet (pid 0) until
+		 * pp_reg_fork_parent() names it. Made by us, so that a sweep can
+		 * tell a fork that failed.
 		 */
 		r = nforked < OWN_MAX ? rec_take(&own) : NULL;
 		if (!r && nforked < OWN_MAX && pp_reg_sweep(true, reg_boot_ns()))

@@ -119,7 +119,11 @@ static bool proc_gone(int32_t pid, uint64_t seen_ns)
 
 /* Records one sweep examines at most, and the slots it recounts. */
 #define SWEEP_RECS 512u
-#define SWEEP_SLOTS 1024u
+/*
+ * (Small: a sweep may run in a signal handler that forks or execs, on an
+ * alternate stack of a few KiB; its counts take 4 bytes a slot.)
+ */
+#define SWEEP_SLOTS 256u
 /* A record nobody has named this long (a fork that failed, a child killed at birth). */
 #define UNNAMED_NS (10ull * 1000000000ull)
 /* A sweep that seems stuck (its process stopped) is taken over after this. */
