@@ -246,12 +246,14 @@ PP_COMMON void pp_reg_slot_maybe_free(struct pp_shared *s)
  * die before it is filled, a sweep sees whose it was). The first free
  * one, so that the records in use stay on the first pages. NULL: full.
  */
-static struct reg_rec *rec_take(uint64_t *own)
+PP_COMMON static struct reg_rec *rec_take(uint64_t *own)
 {
 	int32_t pid = reg_pid();
 	uint64_t now = reg_boot_ns();
 
-	pp_reg_sweep(false, now);
+	/* A sweep on schedule (its code is not even mapped in most processes otherwise). */
+	if (now >= __atomic_load_n(&pp_reg->sweep_after, __ATOMIC_RELAXED))
+		pp_reg_sweep(false, now);
 	for (uint32_t i = 0; i < pp_reg_nrecs; i++) {
 		struct reg_rec *r = &reg_recs()[i];
 		uint64_t w = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
@@ -265,7 +267,7 @@ static struct reg_rec *rec_take(uint64_t *own)
 		r->seen_ns = 0;
 		r->made_ns = now;
 		r->maker = pid;
-		memset(r->comm, 0, sizeof(r->comm));
+		pp_comm_copy(r->comm, "");
 		for (int k = 0; k < REC_ENTRIES; k++)
 			__atomic_store_n(&r->ent[k], 0, __ATOMIC_RELAXED);
 		return r;
@@ -274,7 +276,7 @@ static struct reg_rec *rec_take(uint64_t *own)
 }
 
 /* Sets record @r, owned as *@own, to @state and owner @pid. */
-bool pp_reg_rec_set(struct reg_rec *r, uint64_t *own, uint32_t state, int32_t pid)
+PP_COMMON bool pp_reg_rec_set(struct reg_rec *r, uint64_t *own, uint32_t state, int32_t pid)
 {
 	uint64_t w = *own, nw = OWN(OWN_SEQ(w), state, pid);
 
@@ -286,14 +288,14 @@ bool pp_reg_rec_set(struct reg_rec *r, uint64_t *own, uint32_t state, int32_t pi
 }
 
 /* Frees @r (every entry gone), unless it is no longer as *@own says. */
-void pp_reg_rec_free(struct reg_rec *r, uint64_t own)
+PP_COMMON void pp_reg_rec_free(struct reg_rec *r, uint64_t own)
 {
 	__atomic_compare_exchange_n(&r->own, &own, OWN(OWN_SEQ(own) + 1, REC_FREE, 0), false,
 				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
 /* Puts @e into a free entry of @r. */
-static bool rec_add(struct reg_rec *r, uint64_t e)
+PP_COMMON static bool rec_add(struct reg_rec *r, uint64_t e)
 {
 	for (int k = 0; k < REC_ENTRIES; k++) {
 		uint64_t zero = 0;
@@ -307,7 +309,7 @@ static bool rec_add(struct reg_rec *r, uint64_t e)
 }
 
 /* Takes entry @e out of @r: true when it was there (it is then the caller's to undo). */
-static bool rec_remove(struct reg_rec *r, uint64_t e)
+PP_COMMON static bool rec_remove(struct reg_rec *r, uint64_t e)
 {
 	for (int k = 0; k < REC_ENTRIES; k++) {
 		uint64_t cur = e;
@@ -324,7 +326,7 @@ static bool rec_remove(struct reg_rec *r, uint64_t e)
  * Gives back what entry @e stood for: a hold, or a charge, which turns
  * into the pipe's plain verdict for good (its image never confirmed).
  */
-static void ent_undo(uint64_t e, bool charge_made_plain)
+PP_COMMON static void ent_undo(uint64_t e, bool charge_made_plain)
 {
 	struct pp_shared *s = reg_slot_at(ENT_SLOT(e));
 
@@ -354,16 +356,18 @@ static struct {
 	uint32_t rec;
 	uint64_t own;
 } forked[OWN_MAX];
-PP_HOT static int nforked;
+PP_HOT int pp_reg_nforked;
+#define nforked pp_reg_nforked
 /* Whether mine[] may list anything (a fork child then forgets it). */
-PP_HOT static int nmine;
+PP_HOT int pp_reg_nmine;
+#define nmine pp_reg_nmine
 
 /*
  * The record of mine[i], if it is still mine: the same allocation (its
  * sequence number), live. (Its pid may have been filled in since: a fork
  * parent names its child's records after the child started using them.)
  */
-static struct reg_rec *mine_at(int i)
+PP_COMMON static struct reg_rec *mine_at(int i)
 {
 	uint32_t ri = __atomic_load_n(&mine[i].rec, __ATOMIC_ACQUIRE);
 	uint64_t cur, was;
@@ -383,7 +387,7 @@ static struct reg_rec *mine_at(int i)
 }
 
 /* Lists record @r (owned as @own) among mine. */
-static bool mine_add(struct reg_rec *r, uint64_t own)
+PP_COMMON static bool mine_add(struct reg_rec *r, uint64_t own)
 {
 	for (int i = 0; i < OWN_MAX; i++) {
 		uint32_t zero = 0;
@@ -436,7 +440,7 @@ static bool mine_record(uint64_t e)
 }
 
 /* Takes entry @e out of this process's records: true when it was there. */
-static bool mine_forget(uint64_t e)
+PP_COMMON static bool mine_forget(uint64_t e)
 {
 	struct reg_rec *r;
 
@@ -592,14 +596,18 @@ PP_COMMON void pp_reg_fork_parent(pid_t child)
 	nforked = 0;
 }
 
-PP_COMMON void pp_reg_fork_child(bool named)
+PP_COMMON void pp_reg_fork_child_work(bool named)
 {
 	int32_t pid = 0;
 
-	if (!nforked && !nmine)
-		return;
-	/* The parent's records are the parent's; the child has its own, if any. */
-	memset(mine, 0, sizeof(mine));
+	/*
+	 * The parent's records are the parent's; the child has its own, if
+	 * any. (No memset: a first call of a libc function through the PLT in
+	 * a fork child binds it there, which costs the child page faults.)
+	 */
+	for (int i = 0; i < OWN_MAX; i++)
+		if (mine[i].rec)
+			mine[i].rec = 0;
 	nmine = 0;
 	if (!nforked)
 		return;
@@ -623,7 +631,7 @@ PP_COMMON void pp_reg_fork_child(bool named)
 /* ---- exec records ---- */
 
 /* Takes every entry out of @r and undoes it. */
-uint32_t pp_reg_rec_empty(struct reg_rec *r, bool charges_made_plain)
+PP_COMMON uint32_t pp_reg_rec_empty(struct reg_rec *r, bool charges_made_plain)
 {
 	uint32_t n = 0;
 
@@ -638,15 +646,17 @@ uint32_t pp_reg_rec_empty(struct reg_rec *r, bool charges_made_plain)
 	return n;
 }
 
-/* Writes @v in decimal at @out; returns the end. */
-static char *put_num(char *out, unsigned long v)
+/* Writes @v in decimal at @out; returns the end. (No libc: this runs in fork children.) */
+PP_COMMON static char *put_num(char *out, unsigned long v)
 {
 	pp_utoa(v, out);
-	return out + strlen(out);
+	while (*out)
+		out++;
+	return out;
 }
 
 /* Writes "<id>.<key>" (the registry's name in PPIPE_REGISTRY) at @out; returns the end. */
-static char *put_name(char *out, int id, uint64_t key)
+PP_COMMON static char *put_name(char *out, int id, uint64_t key)
 {
 	static const char hex[] = "0123456789abcdef";
 
@@ -907,13 +917,10 @@ PP_COMMON void pp_reg_claimed_fork(void)
 			pp_reg_fork_hold(pp_reg_slot_at(claimed[i].slot, claimed[i].ino));
 }
 
-PP_COMMON void pp_reg_release_all(void)
+PP_COMMON void pp_reg_release_all_work(void)
 {
 	struct reg_rec *r;
 
-	if (likely(!__atomic_load_n(&pp_reg, __ATOMIC_RELAXED)) ||
-	    !__atomic_load_n(&nmine, __ATOMIC_RELAXED))
-		return;
 	/*
 	 * Every entry of every record of ours: the pipes' holds, the claimed
 	 * ones not taken over. A pipe that closes later finds its entry gone

@@ -81,13 +81,30 @@ struct pp_shared *pp_reg_find(uint64_t ino);
 void pp_reg_fork_prepare(void);
 void pp_reg_fork_hold(struct pp_shared *s);
 void pp_reg_fork_parent(pid_t child);
-void pp_reg_fork_child(bool named);
+/*
+ * Inline the test of whether there is anything to do: a fork child of a
+ * process without records runs no code of registry.c (each code page a
+ * fork child runs is a page fault there).
+ */
+extern int pp_reg_nforked, pp_reg_nmine;
+void pp_reg_fork_child_work(bool named);
+static inline void pp_reg_fork_child(bool named)
+{
+	if (__atomic_load_n(&pp_reg_nforked, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&pp_reg_nmine, __ATOMIC_RELAXED))
+		pp_reg_fork_child_work(named);
+}
 
 /*
  * This process is ending: gives back everything it holds, and its records.
  * (An exec hands them to the new image instead: pp_reg_exec_begin.)
  */
-void pp_reg_release_all(void);
+void pp_reg_release_all_work(void);
+static inline void pp_reg_release_all(void)
+{
+	if (__atomic_load_n(&pp_reg_nmine, __ATOMIC_RELAXED))
+		pp_reg_release_all_work();
+}
 
 /*
  * Joins the registry this image inherited (PPIPE_REGISTRY in @envp), at
