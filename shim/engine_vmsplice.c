@@ -474,7 +474,8 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 			       .wfd = fd,
 			       .pin = -1,
 			       .epoch = pp_fdt_epoch(fd),
-			       .t0 = pp_cfg.stats[0] ? now_ns() : 0 };
+			       /* Latency: for a report or the counters file's seconds. */
+			       .t0 = pp_cfg.stats[0] || pp_cfg.counters[0] ? now_ns() : 0 };
 	struct pp_ring_checks checks = { 0 };
 	unsigned int vflags = SPLICE_F_NONBLOCK;
 	uint64_t now;
