@@ -200,7 +200,7 @@ def report(runs, modes, rounds):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("library")
+    ap.add_argument("lib", metavar="LIBRARY")
     ap.add_argument("runs", nargs="?", type=int, default=2)
     ap.add_argument("--python")
     ap.add_argument("--tests", default=",".join(TESTS))
@@ -231,7 +231,7 @@ def main():
             print(f"note: {sig.name} was ignored; the tests get its default action")
             signal.signal(sig, handler)
     with tempfile.TemporaryDirectory(prefix="ppipe-cpython-suite.") as work:
-        lib, note = syspreload.reachable_library(os.path.abspath(a.library), work)
+        lib, note = syspreload.reachable_library(os.path.abspath(a.lib), work)
         if note:
             print(f"note: {note}")
         modes = cpython_modes.Modes(lib, work)
