@@ -93,8 +93,11 @@ with tempfile.TemporaryDirectory() as d:
     ET.parse(out["svg"])
 
     # The work matrix side by side (--config): the work reaches the real bench.
+    # A quarter of a second a cell: with a sanitizer on a busy machine, 50 ms
+    # could pass before a writer's first write, and a cell that moved nothing
+    # stops the run.
     work = os.path.join(d, "work.json")
-    cmd = [sys.executable, RUNNER, "--only", "work", "--reps", "1", "--duration", "0.05",
+    cmd = [sys.executable, RUNNER, "--only", "work", "--reps", "1", "--duration", "0.25",
            "--bench", BENCH, "--lib", LIB, "--config", "a=PPIPE_SMOKE=1",
            "--config", "b=PPIPE_SMOKE=2", "-q", "--json", work]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
