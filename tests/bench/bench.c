@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,11 +67,23 @@ struct writer_stats {
 	struct histogram hist;
 };
 
+/* CPU time from the kernel's accounting (getrusage, wait4), in microseconds. */
+struct cpu_use {
+	uint64_t user_us, sys_us;
+};
+
 /* Lives in MAP_SHARED memory so that procs mode can use it across fork. */
 struct shared {
 	atomic_int stop;
 	int read_error;
 	uint64_t bytes_read;
+	/*
+	 * The CPU the run's tasks used: all writers, all readers, and (threads
+	 * mode) the process's other threads but the main one, such as a preload
+	 * library's own. Threads add theirs as they end; in procs mode the main
+	 * process fills them in as it reaps.
+	 */
+	struct cpu_use cpu_writers, cpu_readers, cpu_other;
 	pthread_mutex_t read_lock;
 	struct stream_check check;
 	struct writer_stats w[];
@@ -169,6 +182,27 @@ static uint64_t cpu_ns(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t timeval_us(struct timeval tv)
+{
+	return (uint64_t)tv.tv_sec * 1000000ull + (uint64_t)tv.tv_usec;
+}
+
+/* Adds @ru's CPU time to @to, which other tasks may add to at the same time. */
+static void cpu_add(struct cpu_use *to, const struct rusage *ru)
+{
+	__atomic_fetch_add(&to->user_us, timeval_us(ru->ru_utime), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&to->sys_us, timeval_us(ru->ru_stime), __ATOMIC_RELAXED);
+}
+
+/* A worker thread's CPU over its whole life (its buffer, the run), at its end. */
+static void thread_cpu_add(struct cpu_use *to)
+{
+	struct rusage ru;
+
+	if (!getrusage(RUSAGE_THREAD, &ru))
+		cpu_add(to, &ru);
 }
 
 /*
@@ -303,6 +337,7 @@ static void *writer_thread(void *arg)
 	struct task *t = arg;
 
 	writer_loop(t->b, t->id);
+	thread_cpu_add(&t->b->sh->cpu_writers);
 	return NULL;
 }
 
@@ -311,6 +346,7 @@ static void *reader_thread(void *arg)
 	struct task *t = arg;
 
 	reader_loop(t->b, t->id);
+	thread_cpu_add(&t->b->sh->cpu_readers);
 	return NULL;
 }
 
@@ -334,15 +370,54 @@ static uint64_t run_clock(struct bench *b)
 	return start;
 }
 
+/*
+ * The process's CPU between @self0/@main0 and now that is neither a
+ * worker's own nor the main thread's: threads a preload library started
+ * (a write-behind service thread) and the workers' thread exits. Each
+ * task's split into user and system time is the kernel's estimate from
+ * timer ticks, made task by task, while each task's total is exact: so
+ * the total is the difference of the totals, and a part that comes out
+ * below 0 gives the whole of it to the other part.
+ */
+static void other_threads_cpu(struct shared *sh, const struct rusage *self0,
+			      const struct rusage *main0)
+{
+	struct rusage self1, main1;
+	int64_t user, sys;
+
+	if (getrusage(RUSAGE_SELF, &self1) || getrusage(RUSAGE_THREAD, &main1))
+		return;
+	user = (int64_t)(timeval_us(self1.ru_utime) - timeval_us(self0->ru_utime)) -
+	       (int64_t)(timeval_us(main1.ru_utime) - timeval_us(main0->ru_utime)) -
+	       (int64_t)(sh->cpu_writers.user_us + sh->cpu_readers.user_us);
+	sys = (int64_t)(timeval_us(self1.ru_stime) - timeval_us(self0->ru_stime)) -
+	      (int64_t)(timeval_us(main1.ru_stime) - timeval_us(main0->ru_stime)) -
+	      (int64_t)(sh->cpu_writers.sys_us + sh->cpu_readers.sys_us);
+	if (user + sys <= 0)
+		return;
+	if (user < 0) {
+		sys += user;
+		user = 0;
+	} else if (sys < 0) {
+		user += sys;
+		sys = 0;
+	}
+	sh->cpu_other.user_us = (uint64_t)user;
+	sh->cpu_other.sys_us = (uint64_t)sys;
+}
+
 static int run_threads(struct bench *b, uint64_t *start)
 {
 	const struct options *o = b->opt;
 	unsigned int n = o->writers + o->readers;
 	pthread_t tid[2 * MAX_TASKS];
 	struct task task[2 * MAX_TASKS];
+	struct rusage self0, main0;
 	unsigned int i;
 	int err;
 
+	if (getrusage(RUSAGE_SELF, &self0) || getrusage(RUSAGE_THREAD, &main0))
+		die_env("getrusage", errno);
 	for (i = 0; i < n; i++) {
 		int is_writer = i < o->writers;
 
@@ -362,6 +437,7 @@ static int run_threads(struct bench *b, uint64_t *start)
 	for (; i < n; i++)
 		pthread_join(tid[i], NULL);
 	close(b->fds[0]);
+	other_threads_cpu(b->sh, &self0, &main0);
 	return 0;
 }
 
@@ -395,12 +471,15 @@ static int run_procs(struct bench *b, uint64_t *start)
 	close(b->fds[1]);
 	*start = run_clock(b);
 	for (unsigned int i = 0; i < n; i++) {
+		struct rusage ru;
 		int status;
 
-		while (waitpid(pid[i], &status, 0) < 0 && errno == EINTR)
+		/* Each worker process's whole life, all its threads, from its reaping. */
+		while (wait4(pid[i], &status, 0, &ru) < 0 && errno == EINTR)
 			;
 		if (!WIFEXITED(status) || WEXITSTATUS(status))
 			failed = 1;
+		cpu_add(i < o->writers ? &b->sh->cpu_writers : &b->sh->cpu_readers, &ru);
 	}
 	return failed ? -1 : 0;
 }
@@ -446,6 +525,81 @@ static void summarize(const struct bench *b, uint64_t start, struct summary *s)
 	if (s->elapsed_s > 0) {
 		s->mbps = (double)s->bytes / s->elapsed_s / (1024.0 * 1024.0);
 		s->writes_per_s = (double)s->writes / s->elapsed_s;
+	}
+}
+
+/* The CPU of one group of the run's tasks; "all" is the sum of the others. */
+struct cpu_group {
+	const char *name;
+	struct cpu_use use;
+};
+
+enum { CPU_GROUPS = 4 };
+
+static void cpu_groups(const struct shared *sh, struct cpu_group g[CPU_GROUPS])
+{
+	g[0] = (struct cpu_group){ "writers", sh->cpu_writers };
+	g[1] = (struct cpu_group){ "readers", sh->cpu_readers };
+	g[2] = (struct cpu_group){ "other", sh->cpu_other };
+	g[3] = (struct cpu_group){ "all", { 0, 0 } };
+	for (int i = 0; i < 3; i++) {
+		g[3].use.user_us += g[i].use.user_us;
+		g[3].use.sys_us += g[i].use.sys_us;
+	}
+}
+
+/* What the CPU counts hold, in the JSON's and the text's "counted". */
+static const char *cpu_counted(const struct options *o)
+{
+	return o->procs ? "processes" : "threads";
+}
+
+static double gib_moved(const struct summary *s)
+{
+	return (double)s->bytes / (double)(1ull << 30);
+}
+
+static void print_cpu_json(FILE *f, const struct bench *b, const struct summary *s)
+{
+	struct cpu_group g[CPU_GROUPS];
+	double gib = gib_moved(s);
+
+	cpu_groups(b->sh, g);
+	fprintf(f, "\"cpu\":{\"counted\":\"%s\"", cpu_counted(b->opt));
+	for (int i = 0; i < CPU_GROUPS; i++) {
+		double user = (double)g[i].use.user_us / 1e6, sys = (double)g[i].use.sys_us / 1e6;
+		double total = (double)(g[i].use.user_us + g[i].use.sys_us) / 1e6;
+
+		fprintf(f, ",\"%s\":{\"user_s\":%.6f,\"sys_s\":%.6f,\"total_s\":%.6f,", g[i].name,
+			user, sys, total);
+		if (gib > 0)
+			fprintf(f,
+				"\"user_s_per_gib\":%.9g,\"sys_s_per_gib\":%.9g,"
+				"\"total_s_per_gib\":%.9g}",
+				user / gib, sys / gib, total / gib);
+		else
+			fprintf(f, "\"user_s_per_gib\":null,\"sys_s_per_gib\":null,"
+				   "\"total_s_per_gib\":null}");
+	}
+	fprintf(f, "}");
+}
+
+static void print_cpu_text(const struct bench *b, const struct summary *s)
+{
+	struct cpu_group g[CPU_GROUPS];
+	double gib = gib_moved(s);
+
+	cpu_groups(b->sh, g);
+	printf("cpu_counted: %s\n", cpu_counted(b->opt));
+	for (int i = 0; i < CPU_GROUPS; i++) {
+		double user = (double)g[i].use.user_us / 1e6, sys = (double)g[i].use.sys_us / 1e6;
+		double total = (double)(g[i].use.user_us + g[i].use.sys_us) / 1e6;
+
+		printf("cpu_%s: user_s=%.6f sys_s=%.6f total_s=%.6f", g[i].name, user, sys, total);
+		if (gib > 0)
+			printf(" user_s_per_gib=%.4f sys_s_per_gib=%.4f total_s_per_gib=%.4f",
+			       user / gib, sys / gib, total / gib);
+		printf("\n");
 	}
 }
 
@@ -586,6 +740,8 @@ static void print_json(const struct bench *b, const struct summary *s, const str
 		print_pressure_json(f, p);
 	else
 		fprintf(f, "null");
+	fprintf(f, ",");
+	print_cpu_json(f, b, s);
 	fprintf(f, ",\"preloaded\":[");
 	for (int i = 0; i < pl->n; i++) {
 		if (!pl->mapped[i] || (o->expect_preload && pl->want[i] == o->expect_preload))
@@ -619,6 +775,7 @@ static void print_text(const struct bench *b, const struct summary *s, const str
 	       "\nlat_p999_ns: %" PRIu64 "\nlat_max_ns: %" PRIu64 "\n",
 	       hist_mean(h), hist_quantile(h, 0.50), hist_quantile(h, 0.99),
 	       hist_quantile(h, 0.999), h->max);
+	print_cpu_text(b, s);
 	if (o->memory_pressure)
 		print_pressure_text(p);
 	if (o->verify)

@@ -7,6 +7,9 @@ by FAKE_BENCH_SHIM_FACTOR (default 1.0) and PPIPE_FAKE_FACTOR (default 1.0)
 when LD_PRELOAD is set. --work NS adds NS to the time of every write
 outside write(): mbps falls and write_time_share is write time / both.
 --mode memcpy prints FAKE_BENCH_MEMCPY_MBPS (12500: 64 KiB in 5000 ns).
+CPU seconds per GiB moved (the "cpu" object): writers 0.1 user + 0.2 sys,
+readers 0.05 + 0.35, none other; times FAKE_BENCH_CPU_FACTOR (default
+0.75) when LD_PRELOAD is set.
 
 Test hooks (environment):
   FAKE_BENCH_STATE=FILE   invocation counter; adds 0, 5 or 23 MB/s of
@@ -18,6 +21,7 @@ Test hooks (environment):
   FAKE_BENCH_HELPER_CPU=X the pressure helpers' CPU share (memcg: the
                           --filler-cpu budget or 0.15; hog: 1.9)
   FAKE_BENCH_MEMCPY_FAIL=1  --mode memcpy exits 3
+  FAKE_BENCH_NO_CPU=1     no "cpu" object, as from a ppipe-bench before it
   FAKE_BENCH_LOG=FILE     appends one JSON line per run: its arguments,
                           whether LD_PRELOAD is set, its PPIPE_* variables
 PPIPE_* variables without LD_PRELOAD are an environment error (exit 3), so
@@ -55,6 +59,28 @@ def memcpy(a):
                       "size": a.s, "mbps": float(os.environ.get(
                           "FAKE_BENCH_MEMCPY_MBPS", "12500"))}))
     return 0
+
+
+# CPU seconds per GiB moved of the groups, (user, sys), on plain pipes.
+CPU_PER_GIB = {"writers": (0.1, 0.2), "readers": (0.05, 0.35),
+               "other": (0.0, 0.0)}
+
+
+def cpu(nbytes, preloaded, procs):
+    """The "cpu" object of a run that moved nbytes."""
+    factor = float(os.environ.get("FAKE_BENCH_CPU_FACTOR", "0.75")) \
+        if preloaded else 1.0
+    gib = nbytes / (1 << 30)
+    out = {"counted": "processes" if procs else "threads"}
+    total = [0.0, 0.0]
+    for group, parts in list(CPU_PER_GIB.items()) + [("all", None)]:
+        user, sys_ = (p * factor for p in parts) if parts else total
+        if parts:
+            total = [total[0] + user, total[1] + sys_]
+        out[group] = {"user_s": user * gib, "sys_s": sys_ * gib,
+                      "total_s": (user + sys_) * gib, "user_s_per_gib": user,
+                      "sys_s_per_gib": sys_, "total_s_per_gib": user + sys_}
+    return out
 
 
 def main():
@@ -154,6 +180,8 @@ def main():
         "per_writer": per_writer, "pressure": pressure,
         "preloaded": preloaded,
     }
+    if os.environ.get("FAKE_BENCH_NO_CPU") != "1":
+        result["cpu"] = cpu(writes * a.s, preloaded, a.mode == "procs")
     if a.json:
         print(json.dumps(result))
     else:

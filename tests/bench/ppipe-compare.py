@@ -5,7 +5,10 @@ Runs a matrix of ppipe-bench configurations twice per repetition (baseline
 without LD_PRELOAD, then shim with the preload library), takes medians and
 prints cover-letter shaped tables; optionally writes JSON, CSV and SVG.
 The pipeline matrix runs shell pipelines of ppipe-stage programs instead,
-with LD_PRELOAD in the environment of the sh. The overhead matrix runs
+and of real programs (dd, cat, head, sha1sum), with LD_PRELOAD in the
+environment of the sh. Every throughput result carries the CPU time per
+GiB moved on each side: ppipe-bench's own count of its writers and
+readers, or every process of a pipeline. The overhead matrix runs
 ppipe-overhead, which times everyday operations the library cannot speed
 up (process start, fork, exec, a pipe's life, small writes, a shell loop):
 its ratios are of time, preloaded/plain, so lower is better there. With
@@ -20,10 +23,12 @@ into one table with a verdict per host.
 import argparse
 import csv
 import datetime
+import hashlib
 import json
 import math
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -47,7 +52,17 @@ PIPELINE_PIPE_SIZE = 65536
 METRICS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
            "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
 # Recorded when the program reports it (ppipe-stage does not): None else.
-OPTIONAL_METRICS = ("write_time_share",)
+SHARE_METRICS = ("write_time_share",)
+# CPU seconds per GiB moved on a side: all the tasks counted, their user
+# and system time, the writers' and the readers' (ppipe-bench's "cpu"; a
+# pipeline's processes are counted together). Lower is better; None where
+# unknown (results saved before they were measured).
+CPU_METRICS = ("cpu_s_per_gib", "cpu_user_s_per_gib", "cpu_sys_s_per_gib",
+               "cpu_writers_s_per_gib", "cpu_readers_s_per_gib")
+OPTIONAL_METRICS = SHARE_METRICS + CPU_METRICS
+CPU_RATIO_NOTE = ("libppipe/plain CPU seconds per GiB moved: below 1 = "
+                  "less CPU, lower is better")
+GIB = 1 << 30
 SIDES = ("baseline", "shim")
 MATRICES = ("sweep", "sizes", "small", "pipeline", "work", "overhead")
 ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small",
@@ -58,9 +73,32 @@ ONLY_MATRIX = {"threads": "sweep", "procs": "sizes", "small": "small",
 WORK_SIZE = 65536
 WORK_MULTIPLES = (0, 1, 2, 4)
 # --full runs pipelines shorter than the rest: 8 configurations x 5 reps x 2
-# sides at 5 s would add more than half an hour.
-PRESETS = {"quick": {"duration": 1.0, "pipeline_duration": 1.0, "reps": 3},
-           "full": {"duration": 5.0, "pipeline_duration": 2.0, "reps": 5}}
+# sides at 5 s would add more than half an hour. The pipelines of real
+# programs move a fixed amount per run: 1 GiB in --full, a quarter of it in
+# --quick, which keeps a --quick run's length about where it was.
+PRESETS = {"quick": {"duration": 1.0, "pipeline_duration": 1.0, "reps": 3,
+                     "program_bytes": 256 << 20},
+           "full": {"duration": 5.0, "pipeline_duration": 2.0, "reps": 5,
+                    "program_bytes": 1 << 30}}
+# The pipeline matrix's pipelines of real programs, run by sh with
+# LD_PRELOAD in its environment, so every stage runs the library: (shape,
+# pipes, bytes per write() of the first stage where the command fixes it,
+# the command). {mib}, {blocks} (of 64 KiB) and {bytes} are the amount per
+# run. Each run is checked: every dd reports all the bytes, sha1sum the
+# digest of that many zeros; a sink that writes to /dev/null is counted by
+# a check run before the timed ones, with "| wc -c" in its place.
+PROGRAM_PIPELINES = (
+    ("dd | dd", 1, 1048576,
+     "dd if=/dev/zero bs=1M count={mib} | dd of=/dev/null bs=1M"),
+    ("dd | cat", 1, 65536,
+     "dd if=/dev/zero bs=64k count={blocks} | cat > /dev/null"),
+    ("dd | cat | cat", 2, 1048576,
+     "dd if=/dev/zero bs=1M count={mib} | cat | cat > /dev/null"),
+    ("head | sha1sum", 1, None, "head -c {bytes} /dev/zero | sha1sum"),
+)
+# A sink whose output is thrown away, and what counts it in a check run.
+NULL_SINK = " > /dev/null"
+COUNT_SINK = " | wc -c"
 # The overhead matrix: ppipe-overhead's cases as (case, -s size or None,
 # operations per run in --quick; --full doubles them). A run takes a
 # fraction of a second, so it is noisy: the matrix runs at least
@@ -112,6 +150,17 @@ MULTI_CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size",
 OVERHEAD_CSV_FIELDS = ("case", "n", "baseline_ns_per_op", "shim_ns_per_op",
                        "ratio_time")
 MULTI_OVERHEAD_CSV_FIELDS = ("case", "n", "ns_per_op", "ratio_time")
+# CPU per GiB moved, after every other column (whose places stay), when a
+# throughput matrix ran.
+CPU_CSV_FIELDS = (("baseline_cpu_s_per_gib", "shim_cpu_s_per_gib",
+                   "ratio_cpu_per_gib")
+                  + tuple(f"{side}_{key}" for key in CPU_METRICS[1:]
+                          for side in SIDES))
+MULTI_CPU_CSV_FIELDS = (CPU_METRICS[0], "ratio_cpu_per_gib") + CPU_METRICS[1:]
+# The pipelines of real programs, last, when they ran.
+PROGRAM_CSV_FIELDS = ("shape", "command", "bytes", "baseline_wall_s",
+                      "shim_wall_s")
+MULTI_PROGRAM_CSV_FIELDS = ("shape", "command", "bytes", "wall_s")
 
 # The fleet table's matrices: throughput ratios (libppipe/plain MB/s,
 # higher is better) and the overhead matrix's time ratio (lower is
@@ -127,7 +176,7 @@ OVERHEAD_COST_ABOVE = 1.10
 FLEET_CSV_FIELDS = (("hostname", "kernel", "cpu", "run", "files")
                     + tuple(f"{m}_ratio_mbps" for m in FLEET_THROUGHPUT)
                     + ("overhead_ratio_time", "worst_matrix", "worst_row",
-                       "worst_ratio", "verdict"))
+                       "worst_ratio", "verdict", "cpu_ratio_per_gib"))
 FLEET_RULE = """\
 Rows: one per host, kernel, CPU and kind of run (preset, library if not
 libppipe.so, --env, --config side, memory pressure). Several files of one
@@ -142,6 +191,8 @@ Verdict, from a row's geometric means as shown (3 decimals):
   no gain  neither
 A missing matrix (-) counts neither way. The worst cell is the row's
 largest slowdown: 1/ratio for throughput, the ratio for overhead time.
+CPU/GiB, the geometric mean over the throughput cells of libppipe/plain
+CPU seconds per GiB moved (lower is better), is shown, not judged.
 """.format(over=OVERHEAD_COST_ABOVE, low=THROUGHPUT_COST_BELOW, gain=GAIN_AT,
            percent=round(OVERHEAD_COST_ABOVE * 100) - 100)
 
@@ -210,6 +261,18 @@ def percent(text):
     return value
 
 
+def mib_multiple(text):
+    """argparse type: a byte count with an optional binary K, M or G
+    suffix, a positive multiple of 1 MiB (dd's blocks are 1 MiB)."""
+    match = re.fullmatch(r"([0-9]+)([kKmMgG]?)", text.strip())
+    value = int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[
+        match.group(2).lower()] if match else 0
+    if value < 1 << 20 or value % (1 << 20):
+        raise argparse.ArgumentTypeError(
+            f"must be a positive multiple of 1M, not {text!r}")
+    return value
+
+
 def cpu_pin(text):
     """argparse type: 'WCPUS:RCPUS', each a cpu list such as 0 or 0,2-3."""
     if not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*:"
@@ -263,7 +326,10 @@ def run_parser():
                    f"least {OVERHEAD_MIN_REPS['quick']} in --quick, "
                    f"{OVERHEAD_MIN_REPS['full']} in --full)")
     p.add_argument("--duration", type=positive_float, metavar="S",
-                   help="seconds per run (pipelines too)")
+                   help="seconds per run (pipelines of ppipe-stage too)")
+    p.add_argument("--program-bytes", type=mib_multiple, metavar="SIZE",
+                   help="bytes per run of the pipelines of real programs, "
+                   "a multiple of 1M (--quick: 256M, --full: 1G)")
     p.add_argument("--pin", type=cpu_pin, metavar="WCPUS:RCPUS",
                    help="pin writers and readers, e.g. 0:1 (ppipe-bench "
                    "--cpus-writers/--cpus-readers)")
@@ -429,7 +495,24 @@ def check_output(option, path):
                     "is not writable", 2)
 
 
-def build_matrix(preset, only, memory_pressure=False):
+def program_configs(nbytes):
+    """The pipelines of real programs, each moving nbytes per run."""
+    amounts = {"mib": nbytes >> 20, "blocks": nbytes >> 16, "bytes": nbytes}
+    # sh's pipes: the kernel's default size, 16 pages.
+    pipe = 16 * os.sysconf("SC_PAGE_SIZE")
+    return [{"matrix": "pipeline", "mode": "programs", "writers": 1,
+             "readers": 1, "hops": hops, "size": size, "pipe_size": pipe,
+             "shape": shape, "command": command.format(**amounts),
+             "bytes": nbytes}
+            for shape, hops, size, command in PROGRAM_PIPELINES]
+
+
+def is_program(result):
+    """True for a configuration or result of a pipeline of real programs."""
+    return result.get("mode") == "programs"
+
+
+def build_matrix(preset, only, memory_pressure=False, program_bytes=None):
     """List of configurations (dicts) for the preset, optionally filtered.
 
     Pipelines and the overhead matrix have no memory pressure setup
@@ -461,7 +544,8 @@ def build_matrix(preset, only, memory_pressure=False):
         "pipeline": [{"matrix": "pipeline", "mode": "sh", "writers": 1,
                       "readers": 1, "hops": h, "size": s,
                       "pipe_size": PIPELINE_PIPE_SIZE}
-                     for h in (1, 2) for s in pipe_sizes],
+                     for h in (1, 2) for s in pipe_sizes]
+        + program_configs(program_bytes or PRESETS[preset]["program_bytes"]),
         "work": work,
         "overhead": [{"matrix": "overhead", "case": case, "size": size,
                       "n": n * (OVERHEAD_FULL_SCALE if full else 1)}
@@ -482,6 +566,41 @@ def build_matrix(preset, only, memory_pressure=False):
                         "not run under --memory-pressure", 2)
         wanted.remove("overhead")
     return [c for m in wanted for c in matrices[m]]
+
+
+def program_stages(c, check=False):
+    """The programs a pipeline of real programs runs (its check run's
+    counter too, if it has one)."""
+    command = check_command(c) if check else c["command"]
+    return [stage.split()[0] for stage in command.split("|")]
+
+
+def check_command(c):
+    """The command of a pipeline of real programs' check run: a sink that
+    throws its output away passes it to wc -c instead; None when the
+    pipeline counts for itself (dd's statistics, sha1sum's digest)."""
+    if not c["command"].endswith(NULL_SINK):
+        return None
+    return c["command"][:-len(NULL_SINK)] + COUNT_SINK
+
+
+def program_skips(configs, env):
+    """Leave out the pipelines of real programs whose programs are not on
+    PATH. Returns (configs, {shape: why})."""
+    path = env.get("PATH", os.defpath)
+    skipped = {}
+    for c in configs:
+        if not is_program(c):
+            continue
+        names = program_stages(c) + (program_stages(c, True)[-1:]
+                                     if check_command(c) else [])
+        missing = [n for n in dict.fromkeys(names)
+                   if not shutil.which(n, path=path)]
+        if missing:
+            skipped[c["shape"]] = f"{', '.join(missing)} not found on PATH"
+    kept = [c for c in configs
+            if not is_program(c) or c["shape"] not in skipped]
+    return kept, skipped
 
 
 def overhead_skips(configs, env):
@@ -563,6 +682,8 @@ def label(c):
     """Short human name of a configuration."""
     if is_overhead(c):
         return overhead_label(c)
+    if is_program(c):
+        return f"programs {c['shape']}"
     if c["matrix"] == "pipeline":
         text = f"{c['mode']} {hops_label(c['hops'])} size={c['size']}"
         if c["pipe_size"] != PIPELINE_PIPE_SIZE:
@@ -666,11 +787,12 @@ def end_group(proc, sig):
         pass
 
 
-def run_bench(cmd, env, timeout):
-    """Run ppipe-bench or a pipeline; return (exit status, parsed JSON or
-    None, stderr). The command leads a process group of its own, so that a
-    time out ends all its processes (every stage of a pipeline), not only
-    the first; an interrupt is passed on to the group as the terminal would."""
+def run_command(cmd, env, timeout):
+    """Run a command; return (exit status, stdout, stderr); the status is
+    None when it could not start or did not end in time. The command leads
+    a process group of its own, so that a time out ends all its processes
+    (every stage of a pipeline), not only the first; an interrupt is passed
+    on to the group as the terminal would."""
     try:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -682,7 +804,7 @@ def run_bench(cmd, env, timeout):
     except subprocess.TimeoutExpired:
         end_group(proc, signal.SIGKILL)
         proc.communicate()
-        return None, None, f"no result after {timeout:.0f} s"
+        return None, "", f"no result after {timeout:.0f} s"
     except BaseException:
         end_group(proc, signal.SIGINT)
         try:
@@ -691,11 +813,34 @@ def run_bench(cmd, env, timeout):
             end_group(proc, signal.SIGKILL)
             proc.wait()
         raise
+    return proc.returncode, out, err
+
+
+def run_bench(cmd, env, timeout):
+    """Run ppipe-bench or a pipeline; return (exit status, parsed JSON or
+    None, stderr)."""
+    status, out, err = run_command(cmd, env, timeout)
     try:
         data = json.loads(out)
     except ValueError:
         data = None
-    return proc.returncode, data, err
+    return status, data, err
+
+
+def run_measured(cmd, env, timeout):
+    """Run a command as run_command does; return its (exit status, stdout,
+    stderr) and what it took: the wall time from its start to its end, and
+    the CPU time of it and of every process below it that was waited for
+    (the kernel's count of this process's children, RUSAGE_CHILDREN, before
+    and after: nothing else is reaped meanwhile)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    status, out, err = run_command(cmd, env, timeout)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return status, out, err, {"wall_s": wall,
+                              "user_s": after.ru_utime - before.ru_utime,
+                              "sys_s": after.ru_stime - before.ru_stime}
 
 
 def config_note(envs, side):
@@ -764,8 +909,39 @@ def set_work(configs, bench, envs, settings):
             c["work_ns"] = c["work_x"] * unit
 
 
-def rep_record(c, side, status, data, err, verify):
-    """Validate one bench result; return the per-rep record."""
+def bench_cpu(data):
+    """A repetition's CPU per GiB from ppipe-bench's "cpu": all its
+    counted tasks, their user and system time, the writers' and the
+    readers'; None each where it has none (an older ppipe-bench)."""
+    cpu = data.get("cpu") if isinstance(data.get("cpu"), dict) else {}
+
+    def per_gib(group, part):
+        values = cpu.get(group)
+        return number(values.get(f"{part}_s_per_gib")) \
+            if isinstance(values, dict) else None
+    return {"cpu_s_per_gib": per_gib("all", "total"),
+            "cpu_user_s_per_gib": per_gib("all", "user"),
+            "cpu_sys_s_per_gib": per_gib("all", "sys"),
+            "cpu_writers_s_per_gib": per_gib("writers", "total"),
+            "cpu_readers_s_per_gib": per_gib("readers", "total")}
+
+
+def usage_cpu(usage, nbytes):
+    """A pipeline repetition's CPU per GiB: every process of the pipeline
+    (the sh and its stages, run_measured's count), which no count splits
+    into writers and readers."""
+    rec = dict.fromkeys(CPU_METRICS)
+    if usage and number(nbytes) and nbytes > 0:
+        gib = nbytes / GIB
+        rec["cpu_user_s_per_gib"] = usage["user_s"] / gib
+        rec["cpu_sys_s_per_gib"] = usage["sys_s"] / gib
+        rec["cpu_s_per_gib"] = (usage["user_s"] + usage["sys_s"]) / gib
+    return rec
+
+
+def rep_record(c, side, status, data, err, verify, usage=None):
+    """Validate one bench result; return the per-rep record. usage is what
+    a pipeline's run took (run_measured): its CPU is counted from it."""
     where = f"{label(c)} ({side})"
     pipeline = c["matrix"] == "pipeline"
     what = "the pipeline" if pipeline else "ppipe-bench"
@@ -787,13 +963,119 @@ def rep_record(c, side, status, data, err, verify):
             raise Fatal(f"{PROG}: {what} output for {where} has no "
                         f"numeric {key!r}", 1)
         rec[key] = value
-    for key in OPTIONAL_METRICS:
+    for key in SHARE_METRICS:
         value = data.get(key)
         rec[key] = value if isinstance(value, (int, float)) \
             and not isinstance(value, bool) else None
+    rec.update(usage_cpu(usage, data.get("bytes")) if pipeline
+               else bench_cpu(data))
     if rec["mbps"] <= 0:
         raise Fatal(f"{PROG}: {what} moved no data for {where}", 1)
     rec["pressure"] = data.get("pressure")
+    return rec
+
+
+DD_BYTES = re.compile(r"(\d+) bytes? (?:\([^)]*\) )?copied")
+# What dd prints of its statistics: GNU dd's (LC_ALL=C) records and bytes.
+DD_STATS = (re.compile(r"\d+\+\d+ records (?:in|out)"),
+            re.compile(r"\d+ bytes? (?:\([^)]*\) )?copied,[^\n]*"))
+_ZERO_SHA1 = {}
+
+
+def zero_sha1(nbytes):
+    """The SHA-1 of nbytes zero bytes, hex (computed once per size)."""
+    if nbytes not in _ZERO_SHA1:
+        digest = hashlib.sha1()
+        block = bytes(1 << 20)
+        for _ in range(nbytes >> 20):
+            digest.update(block)
+        digest.update(bytes(nbytes & ((1 << 20) - 1)))
+        _ZERO_SHA1[nbytes] = digest.hexdigest()
+    return _ZERO_SHA1[nbytes]
+
+
+def program_stderr(err):
+    """(the byte counts the dd stages reported, the lines that are neither
+    dd's statistics nor libppipe's own: its messages, or a report of
+    PPIPE_STATS=1). The stages share the stderr, so their statistics may
+    interleave: they are found anywhere in it."""
+    counts = [int(n) for n in DD_BYTES.findall(err)]
+    rest = err
+    for stats in DD_STATS:
+        rest = stats.sub("", rest)
+    odd = [line.strip() for line in rest.splitlines() if line.strip()
+           and not re.match(r"libppipe\[\d+\]: |\{", line.strip())]
+    return counts, odd
+
+
+def program_env(env):
+    """A side's environment for a pipeline of real programs: dd's
+    statistics in the C locale, which program_stderr reads."""
+    return dict(env, LC_ALL="C")
+
+
+def program_failure(c, side, status, err, check):
+    """A Fatal for a pipeline of real programs that failed or printed what
+    none of its stages should, or None."""
+    where = f"{label(c)} ({side})" + (" check" if check else "")
+    _, odd = program_stderr(err)
+    if status != 0 or odd:
+        why = odd[0] if odd else stderr_line(err) or (
+            f"exit status {status}" if status is not None else "no result")
+        return Fatal(f"{PROG}: the pipeline failed for {where}: {why}", 1)
+    return None
+
+
+def check_program(c, side, env):
+    """Before the timed runs of a pipeline whose sink throws its output
+    away: the pipeline once with its sink counted, which must count every
+    byte. The timed runs then keep the sink as it is, so that their CPU is
+    the pipeline's own."""
+    command = check_command(c)
+    status, out, err = run_command(["sh", "-c", command], program_env(env),
+                                   program_timeout(c))
+    fatal = program_failure(c, side, status, err, True)
+    if fatal:
+        raise fatal
+    if out.strip() != str(c["bytes"]):
+        raise Fatal(f"{PROG}: verification failed: {label(c)} ({side}): "
+                    f"{command.split('|')[-1].strip()} counted "
+                    f"{out.strip() or 'nothing'}, not {c['bytes']} bytes", 1)
+
+
+def program_timeout(c):
+    """How long a pipeline of real programs may take: 1 MiB/s at least."""
+    return 120 + c["bytes"] / (1 << 20)
+
+
+def program_record(c, side, env):
+    """One timed run of a pipeline of real programs: its MB/s over the
+    whole pipeline's wall time (the sh's start to its end) and the CPU of
+    all its processes per GiB, after the checks that every byte went
+    through: the count each dd reports, the digest sha1sum prints."""
+    status, out, err, usage = run_measured(["sh", "-c", c["command"]],
+                                           program_env(env),
+                                           program_timeout(c))
+    fatal = program_failure(c, side, status, err, False)
+    if fatal:
+        raise fatal
+    where = f"{label(c)} ({side})"
+    counts, _ = program_stderr(err)
+    dds = program_stages(c).count("dd")
+    if counts != [c["bytes"]] * dds:
+        raise Fatal(f"{PROG}: verification failed: {where}: dd reported "
+                    f"{', '.join(map(str, counts)) or 'no count'}, not "
+                    f"{c['bytes']} bytes from each of {dds}", 1)
+    if program_stages(c)[-1] == "sha1sum" and \
+            out.split()[:1] != [zero_sha1(c["bytes"])]:
+        raise Fatal(f"{PROG}: verification failed: {where}: sha1sum printed "
+                    f"{out.strip()[:60]!r}, not the digest of "
+                    f"{c['bytes']} zero bytes", 1)
+    rec = {key: None for key in METRICS + SHARE_METRICS}
+    rec["mbps"] = c["bytes"] / usage["wall_s"] / (1 << 20)
+    rec.update(usage_cpu(usage, c["bytes"]))
+    rec["wall_s"] = usage["wall_s"]
+    rec["pressure"] = None
     return rec
 
 
@@ -863,10 +1145,13 @@ class Progress:
 
 
 def summarize(reps):
-    """Medians and spread of one side's repetitions."""
-    side = {key: statistics.median(r[key] for r in reps) for key in METRICS}
-    for key in OPTIONAL_METRICS:
-        values = [r[key] for r in reps]
+    """Medians and spread of one side's repetitions: each value's median,
+    None where a repetition lacks it (a pipeline of real programs has no
+    write latency; its wall time is its own)."""
+    side = {}
+    for key in METRICS + OPTIONAL_METRICS + (
+            ("wall_s",) if "wall_s" in reps[0] else ()):
+        values = [r.get(key) for r in reps]
         side[key] = statistics.median(values) \
             if None not in values else None
     values = [r["mbps"] for r in reps]
@@ -896,6 +1181,8 @@ def side_result(runs, base):
     for key in ("avg", "p50", "p99"):
         side[f"ratio_lat_{key}"] = ratio(base[f"lat_{key}_ns"],
                                          side[f"lat_{key}_ns"])
+    side["ratio_cpu_per_gib"] = ratio(base["cpu_s_per_gib"],
+                                      side["cpu_s_per_gib"])
     return side
 
 
@@ -963,10 +1250,15 @@ def run_conditions(conds, programs, lib, envs, settings, opts, progress,
     Returns a result per condition."""
     sides = list(envs)
     reps = settings["reps"]
-    pipeline = conds[0]["matrix"] == "pipeline"
+    programs_run = is_program(conds[0])
+    pipeline = conds[0]["matrix"] == "pipeline" and not programs_run
     duration = settings["pipeline_duration_s" if pipeline else "duration_s"]
     runs = [{side: [] for side in sides} for _ in conds]
     pipe_sizes = []
+    for c in conds if programs_run and check_command(conds[0]) else ():
+        for side in sides:
+            progress.show(f"{prefix} {label(c)} check {side}")
+            check_program(c, side, envs[side])
     for rep in range(1, reps + 1):
         for k, c in enumerate(conds):
             copts = dict(opts, memory_pressure=c["memory_pressure"],
@@ -974,16 +1266,28 @@ def run_conditions(conds, programs, lib, envs, settings, opts, progress,
             for side in sides:
                 progress.show(f"{prefix} {label(c)} rep {rep}/{reps} {side}")
                 side_lib = lib if side != "baseline" else None
+                if programs_run:
+                    runs[k][side].append(program_record(c, side, envs[side]))
+                    progress.step()
+                    continue
+                usage = None
                 if pipeline:
                     cmd = pipeline_command(programs["stage"], c,
                                            ["-d", f"{duration:g}"], copts,
                                            side_lib)
+                    status, out, err, usage = run_measured(
+                        cmd, envs[side], duration + 120)
+                    try:
+                        data = json.loads(out)
+                    except ValueError:
+                        data = None
                 else:
                     cmd = bench_command(programs["bench"], c, duration,
                                         copts, side_lib)
-                status, data, err = run_bench(cmd, envs[side], duration + 120)
+                    status, data, err = run_bench(cmd, envs[side],
+                                                  duration + 120)
                 runs[k][side].append(rep_record(c, side, status, data, err,
-                                                opts["verify"]))
+                                                opts["verify"], usage))
                 if pipeline and isinstance(data.get("pipe_size"), int):
                     pipe_sizes.append(data["pipe_size"])
                 progress.step()
@@ -1007,6 +1311,8 @@ def run_conditions(conds, programs, lib, envs, settings, opts, progress,
                                         shim["lat_avg_ns"])
         result["ratio_lat_p99"] = ratio(base["lat_p99_ns"],
                                         shim["lat_p99_ns"])
+        result["ratio_cpu_per_gib"] = ratio(base["cpu_s_per_gib"],
+                                            shim["cpu_s_per_gib"])
         results.append(result)
     return results
 
@@ -1102,11 +1408,30 @@ def fmt_delta(a, b):
     return f"({int(round((b / a - 1) * 100)):+d}%)"
 
 
-def pair_cells(pairs):
-    """Format (a, b) pairs as equal-width 'a -> b (delta)' cells."""
-    nums = [(fmt_num(a), fmt_num(b)) for a, b in pairs]
+def fmt_cpu(value):
+    """CPU seconds per GiB, or a ratio of them: three decimals below 10;
+    "-" where unknown (a result saved before CPU was measured)."""
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def is_cpu(key):
+    """True for a CPU per GiB value (formatted by fmt_cpu)."""
+    return key in CPU_METRICS
+
+
+def pair_cells(pairs, fmt=fmt_num):
+    """Format (a, b) pairs as equal-width 'a -> b (delta)' cells; a pair
+    of two unknown CPU values is '-'."""
+    nums = [(fmt(a), fmt(b)) for a, b in pairs]
     width = max((len(s) for p in nums for s in p), default=1)
-    return [f"{x:>{width}} -> {y:>{width}} {fmt_delta(a, b):>7}"
+    return ["-" if fmt is fmt_cpu and a is None and b is None else
+            f"{x:>{width}} -> {y:>{width}} {fmt_delta(a, b):>7}"
             for (x, y), (a, b) in zip(nums, pairs)]
 
 
@@ -1171,23 +1496,36 @@ def side_name(side):
 
 
 class View:
-    """What a set of tables shows: metrics, arrow label, header note."""
+    """What a set of tables shows: metrics, arrow label, header note, the
+    heads of the ratio columns (MB/s, CPU per GiB)."""
 
-    def __init__(self, metrics, arrow, note, ratio_head):
+    def __init__(self, metrics, arrow, note, ratio_head, cpu_ratio_head):
         self.metrics = metrics      # [(long title, short title, key)]
         self.arrow = arrow
         self.note = note
         self.ratio_head = ratio_head
+        self.cpu_ratio_head = cpu_ratio_head
 
 
 RUN_METRICS = [("Throughput in MB/s", "MB/s", "mbps"),
                ("Avg write latency in ns", "avg ns", "lat_avg_ns"),
-               ("p99 write latency in ns", "p99 ns", "lat_p99_ns")]
+               ("p99 write latency in ns", "p99 ns", "lat_p99_ns"),
+               ("CPU seconds per GiB moved, lower is better", "CPU s/GiB",
+                "cpu_s_per_gib")]
 RATIO_METRICS = [("Throughput ratio libppipe/plain", "MB/s ratio", "mbps"),
                  ("Avg latency ratio libppipe/plain", "avg ratio",
                   "lat_avg_ns"),
                  ("p99 latency ratio libppipe/plain", "p99 ratio",
-                  "lat_p99_ns")]
+                  "lat_p99_ns"),
+                 ("CPU per GiB ratio libppipe/plain, lower is better",
+                  "CPU ratio", "cpu_s_per_gib")]
+# The two-way table's CPU ratio column.
+CPU_RATIO_HEAD = "CPU ratio (lower is better)"
+
+
+def has_values(rows, key):
+    """True if some row has the value on either side."""
+    return any(row[i].get(key) is not None for row in rows for i in (1, 2))
 # The work table's extra column: what write-behind could give back.
 WRITE_SHARE = ("Share of the writers' time in write()", "in write()",
                "write_time_share")
@@ -1199,9 +1537,12 @@ def grid_tables(title, rows, view):
     writers = sorted({r[0]["writers"] for r in rows})
     readers = sorted({r[0]["readers"] for r in rows})
     for name, _, metric in view.metrics:
-        pairs = [(r[1][metric], r[2][metric]) for r in rows]
+        if not has_values(rows, metric):
+            continue
+        pairs = [(r[1].get(metric), r[2].get(metric)) for r in rows]
         text = dict(zip(((r[0]["writers"], r[0]["readers"]) for r in rows),
-                        pair_cells(pairs)))
+                        pair_cells(pairs, fmt_cpu if is_cpu(metric)
+                                   else fmt_num)))
         header = ["writers"] + [f"readers={n}" for n in readers]
         body = [[str(w)] + [text.get((w, n), "-") for n in readers]
                 for w in writers]
@@ -1211,23 +1552,32 @@ def grid_tables(title, rows, view):
 
 
 def keyed_table(title, rows, view, keys, extra=()):
-    """One row per result: its key columns, a -> b cells per metric (and
-    per extra metric that every row has on both sides), the ratio."""
-    metrics = list(view.metrics) + [
+    """One row per result: its key columns, a -> b cells per metric that
+    some row has (and per extra metric that every row has on both sides),
+    the ratio, and the CPU ratio where CPU was measured."""
+    metrics = [m for m in view.metrics if has_values(rows, m[2])] + [
         m for m in extra
         if all(row[i].get(m[2]) is not None for row in rows for i in (1, 2))]
-    columns = [pair_cells([(row[1][m], row[2][m]) for row in rows])
+    columns = [pair_cells([(row[1].get(m), row[2].get(m)) for row in rows],
+                          fmt_cpu if is_cpu(m) else fmt_num)
                for _, _, m in metrics]
+    cpu = has_values(rows, "cpu_s_per_gib")
     header = [head for head, _ in keys] \
         + [f"{short} {view.arrow} (delta)" for _, short, _ in metrics] \
-        + [view.ratio_head]
+        + [view.ratio_head] + ([view.cpu_ratio_head] if cpu else [])
     body = []
     for i, row in enumerate(rows):
         rat = ratio(row[1]["mbps"], row[2]["mbps"])
         body.append([value(row[0]) for _, value in keys]
                     + [col[i] for col in columns]
-                    + [f"{rat:.3f}" if rat is not None else "n/a"])
-    return list(title) + table_lines(header, body, indent=2)
+                    + [f"{rat:.3f}" if rat is not None else "n/a"]
+                    + ([fmt_cpu(ratio(row[1].get("cpu_s_per_gib"),
+                                      row[2].get("cpu_s_per_gib")))]
+                       if cpu else []))
+    # A command reads from the left; numbers line up on the right.
+    align = None if keys[0][0] != "pipeline" else \
+        "l" * len(header)
+    return list(title) + table_lines(header, body, indent=2, align=align)
 
 
 PIPELINE_SHAPES = {1: "produce | consume",
@@ -1280,6 +1630,18 @@ def table_groups(rows, note):
                          f"{where}", ""]
                 keys = [("W x R", lambda r: f"{r['writers']}x{r['readers']}")]
                 order = ("writers", "readers")
+            elif matrix == "pipeline" and mode == "programs":
+                amounts = sorted({row[0]["bytes"] for row in grows})
+                title = [f"== pipelines of real programs, {pipe} pipes, "
+                         f"{where}",
+                         "   sh -c COMMAND, the library in LD_PRELOAD of the "
+                         "sh and so of every stage;",
+                         f"   {' or '.join(map(human_bytes, amounts))} per "
+                         "run, MB/s over the pipeline's wall time, CPU of "
+                         "all its processes", ""]
+                keys = [("pipeline", lambda r: r["command"])]
+                # The order they ran in.
+                order = ()
             elif matrix == "pipeline":
                 shapes = "; ".join(
                     f"{hops_label(h)}: {PIPELINE_SHAPES.get(h, '...')}"
@@ -1329,14 +1691,23 @@ def fmt_share(value):
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
+def fmt_ns(value):
+    """A latency in ns, 'n/a' when unknown."""
+    return "n/a" if value is None else f"{value:.0f}"
+
+
 def side_by_side_tables(results, sides, note):
     """With --config: one row per configuration and side, with MB/s, the
     ratio to plain, write latency p50 and p99, and the writers' time share
-    in write()."""
+    in write(); and, where it was measured, CPU seconds per GiB and its
+    ratio to plain (lower is better)."""
     lines = []
     for _, title, keys, grows in table_groups([(r,) for r in results], note):
+        cpu = any(side_of(r, side).get("cpu_s_per_gib") is not None
+                  for (r,) in grows for side in sides)
         header = [head for head, _ in keys] + [
-            "config", "MB/s", "ratio", "p50 ns", "p99 ns", "in write()"]
+            "config", "MB/s", "ratio", "p50 ns", "p99 ns", "in write()"] \
+            + (["CPU s/GiB", CPU_RATIO_HEAD] if cpu else [])
         body = []
         for (r,) in grows:
             for k, side in enumerate(sides):
@@ -1347,9 +1718,13 @@ def side_by_side_tables(results, sides, note):
                     + [side_name(side), fmt_num(v["mbps"]),
                        "-" if side == "baseline" else
                        f"{rat:.3f}" if rat is not None else "n/a",
-                       f"{v['lat_p50_ns']:.0f}", f"{v['lat_p99_ns']:.0f}",
-                       fmt_share(v.get("write_time_share"))])
-        align = "r" * len(keys) + "l" + "r" * 5
+                       fmt_ns(v["lat_p50_ns"]), fmt_ns(v["lat_p99_ns"]),
+                       fmt_share(v.get("write_time_share"))]
+                    + ([fmt_cpu(v.get("cpu_s_per_gib")),
+                        "-" if side == "baseline"
+                        else fmt_cpu(v.get("ratio_cpu_per_gib"))]
+                       if cpu else []))
+        align = "r" * len(keys) + "l" + "r" * (7 if cpu else 5)
         lines += list(title) + table_lines(header, body, indent=2,
                                            align=align) + [""]
     return lines
@@ -1372,6 +1747,29 @@ def summary_line(rows, what):
                      f"(min {min(values):.3f}, max {max(values):.3f}, "
                      f"{len(values)} configs)")
     return f"Summary, {what} MB/s: " + "; ".join(parts)
+
+
+def cpu_summary_line(rows, what):
+    """Geometric mean, min and max of b/a CPU per GiB per matrix, where it
+    was measured; None where it was nowhere."""
+    parts = []
+    conditions = len({r[0].get("pressure_mode") for r in rows}) > 1
+    for (matrix, mode), mrows in group_by(
+            rows, ("matrix", "pressure_mode")).items():
+        values = [ratio(r[1].get("cpu_s_per_gib"), r[2].get("cpu_s_per_gib"))
+                  for r in mrows]
+        values = [v for v in values if v]
+        if not values:
+            continue
+        if conditions:
+            matrix += f" ({mode or NO_PRESSURE})"
+        parts.append(f"{matrix} geomean {geomean(values):.3f} "
+                     f"(min {min(values):.3f}, max {max(values):.3f}, "
+                     f"{len(values)} configs)")
+    if not parts:
+        return None
+    return (f"Summary, {what} CPU per GiB moved (lower is better): "
+            + "; ".join(parts))
 
 
 def overhead_what(c):
@@ -1689,6 +2087,14 @@ def memcpy_line(results, memcpy_mbps):
     return []
 
 
+def program_skip_lines(settings):
+    """The pipelines of real programs left out, and why."""
+    skipped = (settings.get("programs") or {}).get("skipped") or {}
+    lines = [f"  pipeline of real programs {shape}: skipped, {why}"
+             for shape, why in skipped.items()]
+    return lines + [""] if lines else []
+
+
 def run_report(results, settings, memcpy_mbps=None):
     """The text report for a finished run."""
     note = f"median of {settings['reps']}"
@@ -1701,18 +2107,24 @@ def run_report(results, settings, memcpy_mbps=None):
     warning = pressure_warning(pressured) if pressured else []
     if sides == ["baseline", "shim"]:
         rows = [(r, r["baseline"], r["shim"]) for r in results]
-        view = View(RUN_METRICS, f"plain -> {shim_name()}", note, "ratio")
+        view = View(RUN_METRICS, f"plain -> {shim_name()}", note, "ratio",
+                    CPU_RATIO_HEAD)
         lines = warning + report_tables(rows, view)
+        lines += program_skip_lines(settings)
         lines += overhead_tables(over, sides, over_note, skipped)
         if rows:
             lines.append(summary_line(rows, f"{shim_name()}/plain"))
+            lines += [line for line in [cpu_summary_line(
+                rows, f"{shim_name()}/plain")] if line]
     else:
         lines = warning + side_by_side_tables(results, sides, note)
+        lines += program_skip_lines(settings)
         lines += overhead_tables(over, sides, over_note, skipped)
-        if results:
-            lines += [summary_line([(r, r["baseline"], side_of(r, side))
-                                    for r in results], f"{side}/plain")
-                      for side in sides[1:]]
+        for side in sides[1:] if results else ():
+            rows = [(r, r["baseline"], side_of(r, side)) for r in results]
+            lines.append(summary_line(rows, f"{side}/plain"))
+            lines += [line for line in [cpu_summary_line(
+                rows, f"{side}/plain")] if line]
     if over:
         lines += [overhead_summary_line(over, side,
                                         f"{side_name(side)}/plain")
@@ -1762,8 +2174,12 @@ def write_csv(path, results):
     """One row per configuration; with --config, one per configuration
     and side (plain is "baseline"). The overhead matrix's rows leave the
     throughput columns empty and fill their own, at the end (ratio_time
-    is preloaded/plain time: lower is better)."""
+    is preloaded/plain time: lower is better). CPU per GiB follows, when a
+    throughput matrix ran, and the pipelines of real programs' own columns
+    last, when they ran."""
     over = any(is_overhead(r) for r in results)
+    cpu = not all(is_overhead(r) for r in results)
+    progs = any(is_program(r) for r in results)
     # Which pressure mode, only in runs under one: memcg and hog apart.
     modes = ("pressure_mode",) if any(r.get("pressure_mode")
                                       for r in results) else ()
@@ -1771,7 +2187,9 @@ def write_csv(path, results):
         out = csv.writer(f)
         if "configs" in results[0]:
             fields = MULTI_CSV_FIELDS + modes \
-                + (MULTI_OVERHEAD_CSV_FIELDS if over else ())
+                + (MULTI_OVERHEAD_CSV_FIELDS if over else ()) \
+                + (MULTI_CPU_CSV_FIELDS if cpu else ()) \
+                + (MULTI_PROGRAM_CSV_FIELDS if progs else ())
             out.writerow(fields)
             for r in results:
                 for side in result_sides(r):
@@ -1783,6 +2201,8 @@ def write_csv(path, results):
                                                    for r in results) else ())
         fields += modes
         fields += OVERHEAD_CSV_FIELDS if over else ()
+        fields += CPU_CSV_FIELDS if cpu else ()
+        fields += PROGRAM_CSV_FIELDS if progs else ()
         out.writerow(fields)
         for r in results:
             flat = dict(r)
@@ -1795,6 +2215,8 @@ def write_csv(path, results):
                 for key in ("mbps", "lat_avg_ns", "lat_p99_ns",
                             "spread_mbps"):
                     flat[f"{side}_{key}"] = r[side][key]
+                for key in CPU_METRICS + ("wall_s",):
+                    flat[f"{side}_{key}"] = r[side].get(key)
             out.writerow([csv_cell(flat.get(k)) for k in fields])
 
 
@@ -2037,6 +2459,14 @@ def svg_pipeline_table(svg, y, rows):
         "pipeline-row")
 
 
+def svg_program_table(svg, y, rows):
+    """Pipelines of real programs as a table with coloured ratio cells."""
+    return svg_result_table(
+        svg, y, "Pipelines of real programs (sh -c, the library in every "
+        "stage)", ("pipeline", "", ""), rows,
+        lambda r: (r["shape"], "", ""), "program-row")
+
+
 def svg_work_table(svg, y, rows):
     """Work matrix results as a table with coloured ratio cells."""
     rows = sorted(rows, key=lambda r: r["work_ns"])
@@ -2123,8 +2553,12 @@ def svg_report(doc):
         y = svg_size_chart(body, y, key, rows)
     if by_matrix["small"]:
         y = svg_small_table(body, y, by_matrix["small"])
-    if by_matrix["pipeline"]:
-        y = svg_pipeline_table(body, y, by_matrix["pipeline"])
+    stages = [r for r in by_matrix["pipeline"] if not is_program(r)]
+    if stages:
+        y = svg_pipeline_table(body, y, stages)
+    if any(is_program(r) for r in by_matrix["pipeline"]):
+        y = svg_program_table(body, y, [r for r in by_matrix["pipeline"]
+                                        if is_program(r)])
     if by_matrix["work"]:
         y = svg_work_table(body, y, by_matrix["work"])
     if by_matrix["overhead"]:
@@ -2174,7 +2608,8 @@ def cmd_run(argv):
         if "memcg" not in conditions:
             parser.error("--filler-cpu applies to --memory-pressure=memcg")
         settings["filler_cpu"] = args.filler_cpu
-    configs = build_matrix(args.preset, args.only, args.memory_pressure)
+    configs = build_matrix(args.preset, args.only, args.memory_pressure,
+                           args.program_bytes)
     if args.memory_pressure and not args.only and not args.quiet:
         sys.stderr.write(f"{PROG}: the pipeline matrix is left out: it does "
                          "not run under --memory-pressure\n")
@@ -2189,6 +2624,15 @@ def cmd_run(argv):
     for option in ("json", "csv", "svg"):
         check_output(f"--{option}", getattr(args, option))
     envs = child_envs(lib, extra_env, named)
+    if any(is_program(c) for c in configs):
+        configs, skipped = program_skips(configs, envs["baseline"])
+        settings["programs"] = {
+            "bytes": args.program_bytes or preset["program_bytes"],
+            "skipped": skipped}
+        for shape, why in skipped.items():
+            if not args.quiet:
+                sys.stderr.write(f"{PROG}: pipeline of real programs {shape} "
+                                 f"skipped: {why}\n")
     if any(is_overhead(c) for c in configs):
         programs["overhead"] = resolve_overhead(args.overhead)
         configs, skipped = overhead_skips(configs, envs["baseline"])
@@ -2309,12 +2753,13 @@ def load_result(path):
 def result_key(r):
     """What makes two results comparable. Work cells match by their
     multiple of the copy time: each run measures its own. Overhead rows
-    match by case and write size."""
+    match by case and write size; pipelines of real programs by their
+    shape, whatever each run's amount."""
     if is_overhead(r):
         return ("overhead", r["case"], r.get("size"))
     return (r["mode"], r["writers"], r["readers"], r.get("hops"), r["size"],
             r["pipe_size"], r["memory_pressure"], result_pressure_mode(r),
-            r.get("work_x"))
+            r.get("work_x"), r.get("shape"))
 
 
 def result_pressure_mode(r):
@@ -2334,7 +2779,8 @@ def side_values(r, side):
     if side != "ratio":
         return side_of(r, side)
     return {"mbps": r.get("ratio_mbps"), "lat_avg_ns": r.get("ratio_lat_avg"),
-            "lat_p99_ns": r.get("ratio_lat_p99")}
+            "lat_p99_ns": r.get("ratio_lat_p99"),
+            "cpu_s_per_gib": r.get("ratio_cpu_per_gib")}
 
 
 def compare_overhead_lines(rows, side, notes):
@@ -2409,12 +2855,14 @@ def cmd_compare(argv):
                                                   f"{args.side} runs")
     view = View(RATIO_METRICS if args.side == "ratio" else RUN_METRICS,
                 "A -> B", f"A: median of {reps[0]}, B: median of {reps[1]}",
-                "B/A")
+                "B/A", "CPU B/A (lower is better)")
     lines = [describe("A", args.a, doc_a), describe("B", args.b, doc_b),
              f"Comparing {what} ({args.side}): A -> B", ""]
     lines += report_tables(rows, view)
     if rows:
         lines.append(summary_line(rows, f"B/A {args.side}"))
+        lines += [line for line in [cpu_summary_line(
+            rows, f"B/A {args.side}")] if line]
     if over:
         lines += [""] if rows else []
         lines += compare_overhead_lines(
@@ -2504,8 +2952,18 @@ def fleet_ratio(r, side):
     return value if is_number(value) and value > 0 else None
 
 
+def fleet_cpu_ratio(r, side):
+    """A throughput result's CPU per GiB ratio libppipe/plain for one
+    library side; None if it has none (the overhead matrix, files saved
+    before CPU was measured)."""
+    value = r.get("ratio_cpu_per_gib") if side == "shim" else \
+        (r["configs"].get(side) or {}).get("ratio_cpu_per_gib")
+    return value if is_number(value) and value > 0 else None
+
+
 def fleet_cells(doc):
-    """{side: {cell key: (matrix, row label, ratio)}} of one saved run."""
+    """{side: {cell key: (matrix, row label, ratio, CPU ratio or None)}}
+    of one saved run."""
     sides = {}
     for r in doc["results"]:
         names = list(r["configs"]) if "configs" in r else ["shim"]
@@ -2514,7 +2972,7 @@ def fleet_cells(doc):
             if value is not None:
                 cells = sides.setdefault(side, {})
                 cells[(r["matrix"],) + result_key(r)] = \
-                    (r["matrix"], label(r), value)
+                    (r["matrix"], label(r), value, fleet_cpu_ratio(r, side))
     return sides
 
 
@@ -2548,12 +3006,15 @@ def fleet_row(key, runs):
     """One table row from the (path, cells) of the files of one host,
     kernel, CPU and kind of run."""
     hostname, kernel, cpu, kind = key
-    merged = {}
+    merged, cpus = {}, {}
     for _, cells in runs:
-        for cell, (matrix, name, value) in cells.items():
+        for cell, (matrix, name, value, cpu_ratio) in cells.items():
             merged.setdefault(cell, (matrix, name, []))[2].append(value)
+            if cpu_ratio is not None:
+                cpus.setdefault(cell, []).append(cpu_ratio)
     values = {cell: (matrix, name, statistics.median(vals))
               for cell, (matrix, name, vals) in merged.items()}
+    cpu_cells = [statistics.median(vals) for vals in cpus.values()]
     geo, count = {}, {}
     for m in FLEET_MATRICES:
         mine = [v for matrix, _, v in values.values() if matrix == m]
@@ -2571,7 +3032,9 @@ def fleet_row(key, runs):
     return {"hostname": hostname, "kernel": kernel, "cpu": cpu, "run": kind,
             "files": [path for path, _ in runs], "geomean": geo,
             "cells": count, "worst": worst, "verdict": verdict,
-            "reasons": reasons}
+            "reasons": reasons,
+            "cpu_per_gib": {"geomean": geomean(cpu_cells) if cpu_cells
+                            else None, "cells": len(cpu_cells)}}
 
 
 def fleet_rows(files):
@@ -2618,20 +3081,26 @@ def fleet_text(rows, files, skipped):
              "Geometric means per matrix of libppipe/plain: throughput "
              f"ratios ({', '.join(m for m in matrices if m != 'overhead')}),"
              " higher is better;",
+             "CPU/GiB: CPU seconds per GiB moved libppipe/plain over the "
+             "throughput cells, lower is better (- where not measured);",
              "overhead: time ratio libppipe/plain, lower is better.", ""]
-    header = ["host", "kernel", "cpu", "run", "files"] + matrices \
+    throughput = [m for m in matrices if m != "overhead"]
+    columns = throughput + ["CPU/GiB"] + \
+        (["overhead"] if "overhead" in matrices else [])
+    header = ["host", "kernel", "cpu", "run", "files"] + columns \
         + ["worst cell", "verdict", "why"]
     body = []
     for r in rows:
         worst = r["worst"]
+        geo = dict(r["geomean"], **{"CPU/GiB": r["cpu_per_gib"]["geomean"]})
         body.append(
             [r["hostname"], r["kernel"], r["cpu"], r["run"],
              str(len(r["files"]))]
-            + [f"{r['geomean'][m]:.3f}" if r["geomean"][m] is not None
-               else "-" for m in matrices]
+            + [f"{geo[m]:.3f}" if geo[m] is not None else "-"
+               for m in columns]
             + [f"{worst['matrix']} {worst['row']}: {worst['ratio']:.3f}"
                if worst else "-", r["verdict"], "; ".join(r["reasons"])])
-    align = "lllll" + "r" * len(matrices) + "lll"
+    align = "lllll" + "r" * len(columns) + "lll"
     lines += table_lines(header, body, indent=2, align=align)
     verdicts = [r["verdict"] for r in rows]
     lines += ["", "Verdicts: " + ", ".join(
@@ -2652,7 +3121,7 @@ def write_fleet_csv(path, rows):
                  len(r["files"])]
                 + [csv_cell(r["geomean"][m]) for m in FLEET_MATRICES]
                 + [csv_cell(worst.get(k)) for k in ("matrix", "row", "ratio")]
-                + [r["verdict"]])
+                + [r["verdict"], csv_cell(r["cpu_per_gib"]["geomean"])])
 
 
 def cmd_fleet(argv):
@@ -2678,7 +3147,8 @@ def cmd_fleet(argv):
                      "throughput_cost_below": THROUGHPUT_COST_BELOW,
                      "overhead_cost_above": OVERHEAD_COST_ABOVE,
                      "ratio_mbps": "libppipe/plain MB/s, higher is better",
-                     "ratio_time": TIME_RATIO_NOTE},
+                     "ratio_time": TIME_RATIO_NOTE,
+                     "cpu_per_gib": CPU_RATIO_NOTE},
             "rows": rows,
             "skipped": [{"path": p, "why": w} for p, w in skipped]})
     if args.csv:

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Test ppipe-compare against fake-bench.py, fake-stage.py and
-fake-overhead.py (found beside FAKESTAGE), and its fleet command against
-saved runs: synthetic ones and the real ones in fixtures/ beside this
-script.
+"""Test ppipe-compare against fake-bench.py, fake-stage.py,
+fake-overhead.py and fake-coreutils.py (found beside FAKESTAGE), and its
+fleet command against saved runs: synthetic ones and the real ones in
+fixtures/ beside this script.
 
-Usage: test-compare.py RUNNER FAKEBENCH FAKESTAGE
+Usage: test-compare.py RUNNER FAKEBENCH FAKESTAGE PRELOAD
+PRELOAD is a library that does nothing (the pass-through control): the
+pipelines of real programs run sh, whose dynamic loader must load it.
 Exit 0 on success, 1 on failure, 77 to skip.
 """
 
@@ -14,6 +16,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,13 +26,29 @@ import xml.etree.ElementTree as ET
 SVG_NS = "{http://www.w3.org/2000/svg}"
 MEDIANS = ("mbps", "writes_per_s", "lat_avg_ns", "lat_p50_ns",
            "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
-REP_KEYS = set(MEDIANS) | {"write_time_share", "pressure"}
+CPU_KEYS = ("cpu_s_per_gib", "cpu_user_s_per_gib", "cpu_sys_s_per_gib",
+            "cpu_writers_s_per_gib", "cpu_readers_s_per_gib")
+REP_KEYS = set(MEDIANS) | {"write_time_share", "pressure"} | set(CPU_KEYS)
+# fake-bench.py's CPU per GiB on plain pipes (writers, readers, all, user,
+# sys of all) and its factor with the library.
+FAKE_CPU = {"cpu_s_per_gib": 0.7, "cpu_user_s_per_gib": 0.15, "cpu_sys_s_per_gib": 0.55,
+            "cpu_writers_s_per_gib": 0.3, "cpu_readers_s_per_gib": 0.4}
+CPU_FACTOR = 0.75
 HOST_KEYS = {"kernel", "cpu", "cores", "page_size", "thp", "pipe_max_size",
              "hostname", "memcpy_mbps_1m"}
 RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
                "memory_pressure", "baseline", "shim", "ratio_mbps",
-               "ratio_lat_avg", "ratio_lat_p99"}
+               "ratio_lat_avg", "ratio_lat_p99", "ratio_cpu_per_gib"}
 PIPELINE_KEYS = RESULT_KEYS | {"hops"}
+PROGRAM_KEYS = PIPELINE_KEYS | {"shape", "command", "bytes"}
+# The pipelines of real programs: shape, pipes, first write size, command
+# with its amounts.
+PROGRAMS = [("dd | dd", 1, 1048576, "dd if=/dev/zero bs=1M count={mib} | dd of=/dev/null bs=1M"),
+            ("dd | cat", 1, 65536, "dd if=/dev/zero bs=64k count={blocks} | cat > /dev/null"),
+            ("dd | cat | cat", 2, 1048576,
+             "dd if=/dev/zero bs=1M count={mib} | cat | cat > /dev/null"),
+            ("head | sha1sum", 1, None, "head -c {bytes} /dev/zero | sha1sum")]
+COREUTILS = ("dd", "cat", "head", "sha1sum", "wc")
 WORK_KEYS = RESULT_KEYS | {"work_x", "work_ns"}
 MULTI_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline", "configs"}
@@ -43,6 +62,14 @@ CSV_FIELDS = ["matrix", "mode", "writers", "readers", "size", "pipe_size",
               "baseline_lat_avg_ns", "shim_lat_avg_ns", "baseline_lat_p99_ns",
               "shim_lat_p99_ns", "baseline_spread_mbps", "shim_spread_mbps",
               "hops"]
+CPU_CSV_FIELDS = ["baseline_cpu_s_per_gib", "shim_cpu_s_per_gib", "ratio_cpu_per_gib",
+                  "baseline_cpu_user_s_per_gib", "shim_cpu_user_s_per_gib",
+                  "baseline_cpu_sys_s_per_gib", "shim_cpu_sys_s_per_gib",
+                  "baseline_cpu_writers_s_per_gib", "shim_cpu_writers_s_per_gib",
+                  "baseline_cpu_readers_s_per_gib", "shim_cpu_readers_s_per_gib"]
+PROGRAM_CSV_FIELDS = ["shape", "command", "bytes", "baseline_wall_s", "shim_wall_s"]
+MULTI_CPU_CSV_FIELDS = ["cpu_s_per_gib", "ratio_cpu_per_gib", "cpu_user_s_per_gib",
+                        "cpu_sys_s_per_gib", "cpu_writers_s_per_gib", "cpu_readers_s_per_gib"]
 OVERHEAD_KEYS = {"matrix", "case", "size", "n", "baseline", "shim",
                  "ratio_time"}
 OVERHEAD_SIDE_KEYS = {"ns_per_op", "spread_ns_per_op", "reps"}
@@ -59,7 +86,7 @@ TIME_RATIO_NOTE = ("preloaded/plain time per operation: 1.00 = free, "
 FLEET_CSV_FIELDS = ["hostname", "kernel", "cpu", "run", "files", "sweep_ratio_mbps",
                     "sizes_ratio_mbps", "small_ratio_mbps", "pipeline_ratio_mbps",
                     "work_ratio_mbps", "overhead_ratio_time", "worst_matrix",
-                    "worst_row", "worst_ratio", "verdict"]
+                    "worst_row", "worst_ratio", "verdict", "cpu_ratio_per_gib"]
 FLEET_MATRICES = ("sweep", "sizes", "small", "pipeline", "work", "overhead")
 SHIM_FACTOR = 1.21
 CELL = re.compile(r"\d+(?:\.\d+)? +-> +\d+(?:\.\d+)? +\([+-]\d+%\)")
@@ -83,25 +110,32 @@ def close(a, b, rel=1e-9):
 class Runner:
     """Runs ppipe-compare in a scratch directory."""
 
-    def __init__(self, runner, fake, fake_stage, fake_overhead, tmp):
+    def __init__(self, runner, fakes, preload, tmp):
         self.runner = runner
         self.tmp = tmp
+        # A library that loads and does nothing, named for the tables.
         self.lib = os.path.join(tmp, "libdummy.so")
-        open(self.lib, "w", encoding="ascii").close()
-        self.bench = self.wrapper("ppipe-bench", fake)
+        shutil.copyfile(preload, self.lib)
+        self.bench = self.wrapper("ppipe-bench", fakes["bench"])
         # A name that needs quoting in sh -c.
-        self.stage = self.wrapper("ppipe stage's", fake_stage)
-        self.overhead = self.wrapper("ppipe-overhead", fake_overhead)
+        self.stage = self.wrapper("ppipe stage's", fakes["stage"])
+        self.overhead = self.wrapper("ppipe-overhead", fakes["overhead"])
+        # The real programs' stand-ins, first on PATH.
+        self.bin = self.path("bin")
+        os.makedirs(self.bin)
+        for name in COREUTILS:
+            self.wrapper(os.path.join("bin", name), fakes["coreutils"], name)
         self.counter = 0
 
-    def wrapper(self, name, script):
-        """An executable in the scratch directory that runs script. The
-        fakes need only the standard library: -S skips site's start-up,
-        most of a fake's run time and of this test's."""
+    def wrapper(self, name, script, *args):
+        """An executable in the scratch directory that runs script (with
+        args first). The fakes need only the standard library: -S skips
+        site's start-up, most of a fake's run time and of this test's."""
         path = os.path.join(self.tmp, name)
         with open(path, "w", encoding="ascii") as f:
             f.write("#!/bin/sh\nexec %s -S %s \"$@\"\n"
-                    % (shlex.quote(sys.executable), shlex.quote(script)))
+                    % (shlex.quote(sys.executable),
+                       " ".join(shlex.quote(a) for a in (script,) + args)))
         os.chmod(path, 0o755)
         return path
 
@@ -117,7 +151,14 @@ class Runner:
         state = self.path(f"state{self.counter}")
         child_env.update({"FAKE_BENCH_STATE": state,
                           "FAKE_BENCH_SHIM_FACTOR": str(SHIM_FACTOR),
-                          "PPIPE_LEAKED_FROM_PARENT": "1"})
+                          "PPIPE_LEAKED_FROM_PARENT": "1",
+                          "PATH": self.bin + os.pathsep + os.environ.get("PATH", os.defpath),
+                          # The library may be a sanitizer build: the
+                          # Python fakes and the shells it is preloaded
+                          # into are not its to judge for leaks.
+                          "ASAN_OPTIONS": ":".join(
+                              o for o in (os.environ.get("ASAN_OPTIONS"),
+                                          "detect_leaks=0") if o)})
         child_env.update(env or {})
         return subprocess.run([sys.executable, script or self.runner] + args,
                               env=child_env, capture_output=True, text=True,
@@ -129,23 +170,80 @@ class Runner:
                 "--lib", self.lib] + list(extra)
 
 
-def check_side(side, reps, where):
-    """Medians and spread of one side against its reps."""
+def check_side(side, reps, where, program=False):
+    """Medians and spread of one side against its reps (a pipeline of real
+    programs: without latencies, with its wall time)."""
     check(len(side["reps"]) == reps, f"{where}: {reps} reps expected")
     for rep in side["reps"]:
-        check(set(rep) == REP_KEYS, f"{where}: rep keys {sorted(rep)}")
-    for key in MEDIANS:
-        want = statistics.median(rep[key] for rep in side["reps"])
-        check(close(side[key], want), f"{where}: {key} is not the median")
-    shares = [rep["write_time_share"] for rep in side["reps"]]
-    if None in shares:
-        check(side["write_time_share"] is None, f"{where}: write_time_share")
-    else:
-        check(close(side["write_time_share"], statistics.median(shares)),
-              f"{where}: write_time_share is not the median")
+        check(set(rep) == REP_KEYS | ({"wall_s"} if program else set()),
+              f"{where}: rep keys {sorted(rep)}")
+    for key in MEDIANS + ("write_time_share",) + CPU_KEYS + (("wall_s",) if program else ()):
+        values = [rep[key] for rep in side["reps"]]
+        if None in values:
+            check(side[key] is None, f"{where}: {key} is not None with a rep without it")
+        else:
+            check(close(side[key], statistics.median(values)),
+                  f"{where}: {key} is not the median")
     values = [rep["mbps"] for rep in side["reps"]]
     check(close(side["spread_mbps"], (max(values) - min(values))
                 / side["mbps"]), f"{where}: spread_mbps")
+
+
+def check_cpu(r, where):
+    """A throughput result's CPU per GiB: ppipe-bench's (fake-bench.py's
+    known values, the library's factor); a pipeline's, all its processes
+    counted by the runner: positive, user + sys = total, no split into
+    writers and readers."""
+    base, shim = r["baseline"], r["shim"]
+    check(close(r["ratio_cpu_per_gib"], shim["cpu_s_per_gib"] / base["cpu_s_per_gib"]),
+          f"{where}: ratio_cpu_per_gib is not libppipe/plain of the medians")
+    if r["matrix"] != "pipeline":
+        for name, factor in (("baseline", 1.0), ("shim", CPU_FACTOR)):
+            for rep in r[name]["reps"]:
+                check(all(close(rep[k], v * factor) for k, v in FAKE_CPU.items()),
+                      f"{where} {name}: CPU per GiB not ppipe-bench's: {rep}")
+        check(close(r["ratio_cpu_per_gib"], CPU_FACTOR),
+              f"{where}: the fake's CPU factor not seen ({r['ratio_cpu_per_gib']})")
+        return
+    for name in ("baseline", "shim"):
+        for rep in r[name]["reps"]:
+            check(rep["cpu_s_per_gib"] > 0 and rep["cpu_user_s_per_gib"] >= 0
+                  and rep["cpu_sys_s_per_gib"] >= 0
+                  and close(rep["cpu_user_s_per_gib"] + rep["cpu_sys_s_per_gib"],
+                            rep["cpu_s_per_gib"], 1e-6)
+                  and rep["cpu_writers_s_per_gib"] is None
+                  and rep["cpu_readers_s_per_gib"] is None,
+                  f"{where} {name}: a pipeline's CPU per GiB: {rep}")
+
+
+def program_commands(nbytes):
+    """The pipelines of real programs' commands for nbytes per run."""
+    return [command.format(mib=nbytes >> 20, blocks=nbytes >> 16, bytes=nbytes)
+            for _, _, _, command in PROGRAMS]
+
+
+def check_programs(results, reps, nbytes, where):
+    """The pipelines of real programs' results: in order, each moving
+    nbytes; MB/s over the wall time; no latencies; CPU of the pipeline."""
+    check([r["shape"] for r in results] == [shape for shape, _, _, _ in PROGRAMS],
+          f"{where}: shapes {[r.get('shape') for r in results]}")
+    for r, (shape, hops, size, _), command in zip(results, PROGRAMS,
+                                                   program_commands(nbytes)):
+        at = f"{where} {shape}"
+        check(set(r) == PROGRAM_KEYS and r["matrix"] == "pipeline" and r["mode"] == "programs"
+              and (r["hops"], r["size"], r["bytes"], r["command"])
+              == (hops, size, nbytes, command),
+              f"{at}: {sorted(r)} {r.get('command')}")
+        for name in ("baseline", "shim"):
+            check_side(r[name], reps, f"{at} {name}", program=True)
+            for rep in r[name]["reps"]:
+                check(close(rep["mbps"], nbytes / rep["wall_s"] / (1 << 20))
+                      and all(rep[k] is None for k in MEDIANS[1:]),
+                      f"{at} {name}: MB/s over the wall time, no latency: {rep}")
+        check(r["ratio_lat_avg"] is None and r["ratio_lat_p99"] is None
+              and close(r["ratio_mbps"], r["shim"]["mbps"] / r["baseline"]["mbps"]),
+              f"{at}: ratios")
+        check_cpu(r, at)
 
 
 def check_json(doc, lib):
@@ -164,18 +262,20 @@ def check_json(doc, lib):
                               "pipeline_duration_s": 1.0,
                               "memory_pressure": False, "pressure_mode": None, "verify": False,
                               "pin": None,
+                              "programs": {"bytes": 1 << 20, "skipped": {}},
                               "overhead": {"reps": 5, "ratio_time": TIME_RATIO_NOTE,
                                            "skipped": {}}},
           f"JSON: settings {doc['settings']}")
     results = doc["results"]
     counts = {m: sum(r["matrix"] == m for r in results)
               for m in ("sweep", "sizes", "small", "pipeline", "overhead")}
-    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 4, "overhead": 7}
-          and len(results) == 27 and "work" not in doc["settings"],
+    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 8, "overhead": 7}
+          and len(results) == 31 and "work" not in doc["settings"],
           f"JSON: matrix sizes {counts}, {len(results)} results")
-    check([r["matrix"] for r in results][20:] == ["overhead"] * 7,
+    check([r["matrix"] for r in results][24:] == ["overhead"] * 7,
           "JSON: the overhead matrix runs last")
-    check_overhead_results(results[20:], 5, "JSON overhead")
+    check_overhead_results(results[24:], 5, "JSON overhead")
+    check_programs(results[20:24], 2, 1 << 20, "JSON programs")
     results = results[:20]
     check(sorted(r["size"] for r in results if r["matrix"] == "sizes")
           == [4096, 32678, 65536, 1048576], "JSON: sizes matrix")
@@ -206,6 +306,7 @@ def check_json(doc, lib):
                     / base["lat_p99_ns"]), f"{where}: ratio_lat_p99")
         check(1.1 < r["ratio_mbps"] < 1.35,
               f"{where}: shim factor not seen ({r['ratio_mbps']})")
+        check_cpu(r, where)
     check(any(r["baseline"]["spread_mbps"] > 0 for r in results),
           "JSON: fake jitter did not reach the reps")
 
@@ -214,23 +315,38 @@ def check_csv(path, results):
     """CSV header and rows against the JSON."""
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f))
-    check(rows[0] == CSV_FIELDS + OVERHEAD_CSV_FIELDS, f"CSV header {rows[0]}")
+    check(rows[0] == CSV_FIELDS + OVERHEAD_CSV_FIELDS + CPU_CSV_FIELDS + PROGRAM_CSV_FIELDS,
+          f"CSV header {rows[0]}")
     check(len(rows) == 1 + len(results), "CSV: one row per result")
     for row, r in zip(rows[1:], results):
         rec = dict(zip(rows[0], row))
         if r["matrix"] == "overhead":
             check_overhead_csv_row(rec, r)
+            check(all(rec[k] == "" for k in CPU_CSV_FIELDS + PROGRAM_CSV_FIELDS),
+                  f"CSV: CPU or program columns filled in an overhead row: {rec}")
             continue
         check(all(rec[k] == "" for k in OVERHEAD_CSV_FIELDS),
               f"CSV: overhead columns filled in a {r['matrix']} row")
-        check(rec["matrix"] == r["matrix"] and int(rec["size"]) == r["size"]
+        check(rec["matrix"] == r["matrix"] and rec["size"] == str(r["size"] or "")
               and int(rec["writers"]) == r["writers"], "CSV: row order")
         check(rec["hops"] == str(r.get("hops", "")), f"CSV: hops {rec['hops']!r}")
         check(rec["memory_pressure"] == "false", "CSV: memory_pressure")
         check(close(float(rec["ratio_mbps"]), r["ratio_mbps"]),
               "CSV: ratio_mbps")
-        check(close(float(rec["shim_lat_p99_ns"]), r["shim"]["lat_p99_ns"]),
+        check(rec["shim_lat_p99_ns"] == "" if r["shim"]["lat_p99_ns"] is None
+              else close(float(rec["shim_lat_p99_ns"]), r["shim"]["lat_p99_ns"]),
               "CSV: shim_lat_p99_ns")
+        check(close(float(rec["ratio_cpu_per_gib"]), r["ratio_cpu_per_gib"])
+              and all(rec[f"{side}_{key}"] == "" if r[side][key] is None
+                      else close(float(rec[f"{side}_{key}"]), r[side][key])
+                      for side in ("baseline", "shim") for key in CPU_KEYS),
+              f"CSV: CPU per GiB of {r['matrix']} {r.get('shape') or r['size']}: {rec}")
+        program = r.get("mode") == "programs"
+        check(all((rec[k] != "") == program for k in PROGRAM_CSV_FIELDS)
+              and (not program or (rec["shape"], rec["command"], int(rec["bytes"]))
+                   == (r["shape"], r["command"], r["bytes"])
+                   and close(float(rec["shim_wall_s"]), r["shim"]["wall_s"])),
+              f"CSV: the program columns of {r['matrix']} {r['mode']}: {rec}")
 
 
 def check_svg(path):
@@ -249,6 +365,7 @@ def check_svg(path):
         check(len(line.get("points").split()) == 4, "SVG: 4 points per line")
     check(len(classed("g", "small-row")) == 3, "SVG: 3 small-write rows")
     check(len(classed("g", "pipeline-row")) == 4, "SVG: 4 pipeline rows")
+    check(len(classed("g", "program-row")) == 4, "SVG: 4 rows of pipelines of real programs")
     check_svg_overhead(root, 7)
     texts = " ".join("".join(t.itertext()) for t in root.iter(SVG_NS + "text"))
     for word in ("4K", "32K", "64K", "1M", "MB/s", "writers", "readers",
@@ -357,10 +474,12 @@ def check_overhead_text(stdout, results, name, reps):
 def check_main_run(t):
     """The --quick --reps 2 run and everything it wrote."""
     out = {k: t.path(f"run.{k}") for k in ("json", "csv", "svg")}
+    log = t.path("run.coreutils.log")
     p = t.run(["--quick", "--reps", "2", "--bench", t.bench, "--stage", t.stage,
-               "--overhead", t.overhead, "--lib", t.lib,
+               "--overhead", t.overhead, "--lib", t.lib, "--program-bytes", "1M",
                "--env", "PPIPE_FOO=1 PPIPE_BAR='a b'", "--json", out["json"],
-               "--csv", out["csv"], "--svg", out["svg"]])
+               "--csv", out["csv"], "--svg", out["svg"]],
+              env={"FAKE_COREUTILS_LOG": log})
     check(p.returncode == 0, f"main run failed ({p.returncode}): "
           f"{p.stderr.strip()[-400:]}")
     with open(out["json"], encoding="utf-8") as f:
@@ -376,20 +495,96 @@ def check_main_run(t):
                  "== sh pipelines of exec'd programs, 64 KiB pipes, no memory "
                  "pressure (median of 2) ==",
                  "1 hop: produce | consume; 2 hops: produce | relay | consume",
-                 "pipeline geomean"):
+                 "pipeline geomean",
+                 "CPU seconds per GiB moved, lower is better (plain -> libdummy, delta):",
+                 "CPU s/GiB plain -> libdummy (delta)", "CPU ratio (lower is better)",
+                 f"== pipelines of real programs, "
+                 f"{16 * os.sysconf('SC_PAGE_SIZE') // 1024} KiB pipes, no memory "
+                 "pressure (median of 2) ==",
+                 "1 MiB per run, MB/s over the pipeline's wall time, CPU of all its processes",
+                 "Summary, libdummy/plain CPU per GiB moved (lower is better): sweep geomean "
+                 "0.750 (min 0.750, max 0.750, 9 configs); sizes geomean 0.750 (min 0.750, "
+                 "max 0.750, 4 configs); small geomean 0.750 (min 0.750, max 0.750, 3 configs); "
+                 "pipeline geomean "):
         check(text in p.stdout, f"stdout: no {text!r}")
-    check("[1/27] threads w=1 r=1 size=65536 rep 1/2 baseline" in p.stderr,
-          "stderr: no progress line")
-    check("[20/27] sh 2 hops size=1048576 rep 2/2 shim" in p.stderr,
-          "stderr: no pipeline progress line")
-    check("[27/27] overhead shell rep 5/5 shim" in p.stderr,
-          "stderr: no overhead progress line")
-    check_overhead_text(p.stdout, doc["results"][20:], "libdummy", 5)
+    # The sweep's CPU grid: fake-bench's 0.7 s per GiB, 0.75 of it with the library.
+    check(re.search(r"^ +1 +0\.700 -> 0\.525 +\(-25%\) +0\.700 -> 0\.525 +\(-25%\)",
+                    p.stdout, re.M), "stdout: no CPU grid row")
+    for command in program_commands(1 << 20):
+        check(re.search(rf"^  {re.escape(command)} +[\d.]+ +-> +[\d.]+ +\([+-]\d+%\) +"
+                        r"[\d.]+ +-> +[\d.]+ +\([+-]\d+%\) +\d\.\d{3} +\d+\.\d{3}$",
+                        p.stdout, re.M), f"stdout: no row of {command!r}")
+    for line in ("[1/31] threads w=1 r=1 size=65536 rep 1/2 baseline",
+                 "[20/31] sh 2 hops size=1048576 rep 2/2 shim",
+                 "[22/31] programs dd | cat check shim",
+                 "[24/31] programs head | sha1sum rep 2/2 shim",
+                 "[31/31] overhead shell rep 5/5 shim"):
+        check(line in p.stderr, f"stderr: no progress line {line!r}")
+    check("programs dd | dd check" not in p.stderr,
+          "stderr: a check run of dd | dd, which counts for itself")
+    # Every program ran once plain and once with the library per run, in
+    # the C locale; the sinks to /dev/null were counted by wc -c before.
+    runs = read_log(log)
+    lib = os.path.realpath(t.lib)
+    check(len(runs) == 50 and all(run["lc_all"] == "C" for run in runs)
+          and all(run["ld_preload"] in (None, lib) for run in runs)
+          and sum(run["ld_preload"] == lib for run in runs) == 25
+          and sum(run["program"] == "wc" for run in runs) == 4,
+          f"programs: {len(runs)} runs logged: {runs[:4]}")
+    check_overhead_text(p.stdout, doc["results"][24:], "libdummy", 5)
     # The throughput matrices' summary leaves the overhead matrix out.
     summary = [ln for ln in p.stdout.splitlines() if ln.startswith("Summary, libdummy/plain MB/s")]
     check(len(summary) == 1 and "overhead" not in summary[0],
           f"stdout: throughput summary {summary}")
     return out["json"], doc
+
+
+def without_cpu(doc):
+    """A saved run as one from before CPU was measured: no CPU per GiB, no
+    pipelines of real programs."""
+    old = json.loads(json.dumps(doc))
+    old["settings"].pop("programs", None)
+    old["results"] = [r for r in old["results"] if r.get("mode") != "programs"]
+    for r in old["results"]:
+        r.pop("ratio_cpu_per_gib", None)
+        for side in [v for k, v in r.items() if k in ("baseline", "shim")] \
+                + list(r.get("configs", {}).values()):
+            side.pop("ratio_cpu_per_gib", None)
+            for values in [side] + side["reps"]:
+                for key in CPU_KEYS:
+                    values.pop(key, None)
+    return old
+
+
+def check_compare_cpu(t, a_path, b_path):
+    """compare: CPU per GiB A -> B and its ratio, lower is better; files
+    saved before CPU was measured load, their values shown as '-'."""
+    p = t.run(["compare", a_path, b_path])
+    check("CPU s/GiB A -> B (delta)" in p.stdout and "CPU B/A (lower is better)" in p.stdout
+          and re.search(r"^ +1 +0\.525 -> 0\.263 +\(-50%\)", p.stdout, re.M)
+          and "Summary, B/A shim CPU per GiB moved (lower is better): sweep geomean 0.500 "
+          "(min 0.500, max 0.500, 9 configs)" in p.stdout,
+          f"compare: CPU per GiB A -> B: {p.stdout}")
+    programs = p.stdout.split("== pipelines of real programs")
+    check(len(programs) == 2 and len([ln for ln in programs[1].split("== Overhead")[0]
+                                      .splitlines() if re.search(
+                                          r"\(\+50%\) .*\(-50%\) +1\.500 +0\.500$", ln)]) == 4,
+          f"compare: the pipelines of real programs matched by shape: {programs[-1][:900]}")
+    old = t.path("old.json")
+    save(old, without_cpu(load(a_path)))
+    p = t.run(["compare", old, b_path])
+    check(p.returncode == 0 and "CPU s/GiB A -> B (delta)" in p.stdout
+          and re.search(r"^ +1 +- -> 0\.263 +\(n/a\) ", p.stdout, re.M)
+          and re.search(r"^ +4096 +.* - -> 0\.263 +\(n/a\) +1\.500 +-$", p.stdout, re.M)
+          and "Only in B (4):" in p.stdout and "CPU per GiB moved" not in p.stdout,
+          f"compare: a file without CPU against one with it: {p.stdout} {p.stderr}")
+    p = t.run(["compare", old, old, "--side", "ratio"])
+    check(p.returncode == 0 and "CPU" not in p.stdout and CELL.search(p.stdout),
+          f"compare: two files without CPU: {p.stdout} {p.stderr}")
+    p = t.run(["compare", a_path, b_path, "--side", "ratio"])
+    check(re.search(r"CPU ratio A -> B \(delta\)", p.stdout)
+          and re.search(r"^ +1 +0\.750 -> 0\.375 +\(-50%\)", p.stdout, re.M),
+          f"compare --side ratio: CPU ratios A -> B: {p.stdout}")
 
 
 def check_compare(t, a_path, doc):
@@ -402,6 +597,8 @@ def check_compare(t, a_path, doc):
             r["shim"]["ns_per_op"] *= 1.5
             continue
         r["shim"]["mbps"] *= 1.5
+        r["shim"]["cpu_s_per_gib"] *= 0.5
+        r["ratio_cpu_per_gib"] *= 0.5
     b_path = t.path("b.json")
     with open(b_path, "w", encoding="utf-8") as f:
         json.dump(b_doc, f)
@@ -414,7 +611,7 @@ def check_compare(t, a_path, doc):
     check("== sh pipelines of exec'd programs" in p.stdout,
           "compare: no pipeline table")
     pipe_rows = [ln for ln in p.stdout.split("== sh pipelines")[1]
-                 .split("== Overhead")[0].splitlines() if "(+50%)" in ln]
+                 .split("== pipelines of real programs")[0].splitlines() if "(+50%)" in ln]
     check(len(pipe_rows) == 3, f"compare: 1 and 2 hops matched apart: {pipe_rows}")
     over = p.stdout.split("== Overhead: time per operation, lower is better "
                           "(A: median of 5, B: median of 5) ==")
@@ -430,6 +627,7 @@ def check_compare(t, a_path, doc):
               f"compare --side {side}: {p.stderr.strip()}")
         check(f"Summary, B/A {side} time per operation" in p.stdout,
               f"compare --side {side}: no overhead summary")
+    check_compare_cpu(t, a_path, b_path)
 
 
 def check_error(t, args, status, words, env=None):
@@ -490,14 +688,17 @@ def check_pipeline(t):
     pipelines out."""
     out = t.path("pipeline.json")
     args = ["--only", "pipeline", "--reps", "1", "--duration", "0.25", "--bench", t.bench,
-            "--stage", t.stage, "--lib", t.lib, "--pin", "0:1", "-q", "--json", out]
+            "--stage", t.stage, "--lib", t.lib, "--pin", "0:1", "--program-bytes", "1M",
+            "-q", "--json", out]
     p = t.run(args, env={"FAKE_STAGE_PIPE_SIZE": "4096"})
     check(p.returncode == 0, f"pipeline run failed: {p.stderr.strip()[-400:]}")
     with open(out, encoding="utf-8") as f:
         doc = json.load(f)
-    results = {(r["hops"], r["size"]): r for r in doc["results"]}
-    check(len(results) == 4 and all(r["matrix"] == "pipeline" for r in doc["results"]),
+    results = {(r["hops"], r["size"]): r for r in doc["results"] if r["mode"] == "sh"}
+    check(len(results) == 4 and len(doc["results"]) == 8
+          and all(r["matrix"] == "pipeline" for r in doc["results"]),
           f"--only pipeline: {sorted(results)}")
+    check_programs(doc["results"][4:], 1, 1 << 20, "--only pipeline programs")
     for size in (65536, 1048576):
         one, two = results[(1, size)], results[(2, size)]
         check(one["baseline"]["mbps"] - two["baseline"]["mbps"] > 70,
@@ -509,16 +710,19 @@ def check_pipeline(t):
           "the table names the pipe size the consumer saw")
     svg = t.path("full.svg")
     p = t.run(["--full", "--only", "pipeline", "--reps", "1", "--bench", t.bench, "--stage",
-               t.stage, "--lib", t.lib, "-q", "--json", out, "--svg", svg])
+               t.stage, "--lib", t.lib, "--program-bytes", "2M", "-q", "--json", out,
+               "--svg", svg])
     check(p.returncode == 0, f"--full pipeline run failed: {p.stderr.strip()[-400:]}")
     with open(out, encoding="utf-8") as f:
         doc = json.load(f)
-    check(sorted({(r["hops"], r["size"]) for r in doc["results"]})
+    stages = [r for r in doc["results"] if r["mode"] == "sh"]
+    check(sorted({(r["hops"], r["size"]) for r in stages})
           == [(h, s) for h in (1, 2) for s in (16384, 65536, 262144, 1048576)],
           "--full pipeline matrix")
     check(doc["settings"]["duration_s"] == 5.0 and doc["settings"]["pipeline_duration_s"] == 2.0
-          and all(r["shim"]["reps"][0]["lat_max_ns"] == 2000000000 for r in doc["results"]),
+          and all(r["shim"]["reps"][0]["lat_max_ns"] == 2000000000 for r in stages),
           f"--full runs pipelines for 2 s: {doc['settings']}")
+    check_programs(doc["results"][8:], 1, 2 << 20, "--full programs")
     with open(svg, encoding="utf-8") as f:
         check("(2 s for pipelines)" in f.read(), "SVG: the pipelines' own duration")
     check_error(t, args, 1, ["verification failed", "sh 1 hop size=65536", "baseline"],
@@ -535,6 +739,60 @@ def check_pipeline(t):
           "--memory-pressure ran pipelines or the overhead matrix")
     check("pipeline matrix is left out" in p.stderr, "no note on pipelines left out")
     check("overhead matrix is left out" in p.stderr, "no note on the overhead matrix left out")
+    check_program_checks(t, args)
+
+
+def path_without(t, name, *missing):
+    """A PATH directory with sh and the fake programs but those missing."""
+    folder = t.path(name)
+    os.makedirs(folder)
+    os.symlink(shutil.which("sh"), os.path.join(folder, "sh"))
+    for program in COREUTILS:
+        if program not in missing:
+            os.symlink(os.path.join(t.bin, program), os.path.join(folder, program))
+    return folder
+
+
+def check_program_checks(t, args):
+    """The pipelines of real programs cannot pass with a byte lost or a
+    stage that complains (the library not loaded); libppipe's own lines
+    are no complaint; a pipeline whose programs are missing is left out,
+    named; --program-bytes and its defaults."""
+    for who, words in (("1M", ["programs dd | dd (shim)", "dd reported 1048576, 1044480"]),
+                       ("64k", ["programs dd | cat (shim)", "wc -c counted 1044480, not 1048576"]),
+                       ("head", ["programs head | sha1sum (shim)", "sha1sum printed",
+                                 "1048576 zero"])):
+        check_error(t, args, 1, ["verification failed"] + words,
+                    env={"FAKE_COREUTILS_LOSE": who})
+    noise = "ERROR: ld.so: object 'libdummy.so' from LD_PRELOAD cannot be preloaded: ignored."
+    check_error(t, args, 1, ["the pipeline failed for programs dd | dd (shim)", noise],
+                env={"FAKE_COREUTILS_NOISE": noise})
+    p = t.run(args, env={"FAKE_COREUTILS_NOISE": "libppipe[42]: pipe inode 7 (fd 1): plain"})
+    check(p.returncode == 0, f"libppipe's own lines failed a pipeline: {p.stderr[-400:]}")
+    out = args[-1]
+    p = t.run(args[:-3] + ["--json", out],
+              env={"PATH": path_without(t, "bin-no-sha1sum", "sha1sum", "wc")})
+    doc = load(out)
+    skipped = {"dd | cat": "wc not found on PATH", "dd | cat | cat": "wc not found on PATH",
+               "head | sha1sum": "sha1sum not found on PATH"}
+    check(p.returncode == 0 and [r.get("shape") for r in doc["results"][4:]] == ["dd | dd"]
+          and doc["settings"]["programs"] == {"bytes": 1 << 20, "skipped": skipped}
+          and all(f"ppipe-compare: pipeline of real programs {shape} skipped: {why}" in p.stderr
+                  and f"  pipeline of real programs {shape}: skipped, {why}" in p.stdout
+                  for shape, why in skipped.items()),
+          f"programs left out: {p.stdout} {p.stderr} {doc['settings']}")
+    # The defaults, seen in the settings without moving a byte.
+    nothing = path_without(t, "bin-none", *COREUTILS)
+    for preset, nbytes in (("--quick", 256 << 20), ("--full", 1 << 30)):
+        p = t.run([preset] + args[:-5] + ["-q", "--json", out], env={"PATH": nothing})
+        doc = load(out)
+        check(p.returncode == 0 and doc["settings"]["programs"]["bytes"] == nbytes
+              and len(doc["settings"]["programs"]["skipped"]) == 4,
+              f"{preset}: programs bytes {doc['settings'].get('programs')} {p.stderr[-300:]}")
+    for value in ("0", "1000", "1.5M", "3k", "abc", "1T"):
+        lines = check_error(t, args + ["--program-bytes", value], 2,
+                            ["--program-bytes", value, "multiple of 1M"])
+        check(len(lines) == 1, f"--program-bytes {value}: more than one line: {lines}")
 
 
 def read_log(path):
@@ -598,9 +856,9 @@ def check_work(t):
               f"work: no row {cell!r}")
     with open(out["csv"], encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f))
-    check(rows[0] == CSV_FIELDS + ["work_ns"]
-          and [row[-1] for row in rows[1:]] == ["0", "10000", "20000", "40000"],
-          f"work: CSV {rows[0]} {[row[-1] for row in rows[1:]]}")
+    check(rows[0] == CSV_FIELDS + ["work_ns"] + CPU_CSV_FIELDS
+          and [row[17] for row in rows[1:]] == ["0", "10000", "20000", "40000"],
+          f"work: CSV {rows[0]} {[row[17] for row in rows[1:]]}")
     root = ET.parse(out["svg"]).getroot()
     check(len([e for e in root.iter(SVG_NS + "g")
                if e.get("class") == "work-row"]) == 4, "work: 4 SVG rows")
@@ -827,17 +1085,25 @@ def check_configs(t):
             check(abs(side["ratio_mbps"] - factor) < 0.1 * factor,
                   f"{where} {name}: its environment's factor not seen "
                   f"({side['ratio_mbps']})")
+            check(close(side["ratio_cpu_per_gib"], CPU_FACTOR)
+                  and close(side["ratio_cpu_per_gib"],
+                            side["cpu_s_per_gib"] / base["cpu_s_per_gib"]),
+                  f"{where} {name}: ratio_cpu_per_gib {side['ratio_cpu_per_gib']}")
             row = (rf" +{name} +{side['mbps']:.0f} +{side['ratio_mbps']:.3f} "
-                   rf"+{side['lat_p50_ns']:.0f} +{side['lat_p99_ns']:.0f} +100%$")
+                   rf"+{side['lat_p50_ns']:.0f} +{side['lat_p99_ns']:.0f} +100% "
+                   rf"+{side['cpu_s_per_gib']:.3f} +0\.750$")
             check(any(re.search(row, ln) for ln in lines),
                   f"{where} {name}: no table row /{row}/")
         row = (rf"^ +{r['size']} +plain +{base['mbps']:.0f} +- "
-               rf"+{base['lat_p50_ns']:.0f} +{base['lat_p99_ns']:.0f} +100%$")
+               rf"+{base['lat_p50_ns']:.0f} +{base['lat_p99_ns']:.0f} +100% +0\.700 +-$")
         check(any(re.search(row, ln) for ln in lines),
               f"{where}: no plain row /{row}/")
-    for text in ("size   config   MB/s   ratio   p50 ns   p99 ns   in write()",
+    for text in ("size   config   MB/s   ratio   p50 ns   p99 ns   in write()   CPU s/GiB   "
+                 "CPU ratio (lower is better)",
                  "Summary, a/plain MB/s: small geomean",
-                 "Summary, b/plain MB/s: small geomean", "rep 2/2 b"):
+                 "Summary, b/plain MB/s: small geomean", "rep 2/2 b",
+                 "Summary, a/plain CPU per GiB moved (lower is better): small geomean 0.750",
+                 "Summary, b/plain CPU per GiB moved (lower is better): small geomean 0.750"):
         check(text in p.stdout + p.stderr, f"--config: no {text!r}")
     check(" -> " not in p.stdout, "--config: two-way cells in the table")
     # Every repetition runs plain, a, b, in that order, each in its own
@@ -853,11 +1119,16 @@ def check_configs(t):
     with open(out["csv"], encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     with open(out["csv"], encoding="utf-8", newline="") as f:
-        check(next(csv.reader(f)) == MULTI_CSV_FIELDS, "--config: CSV header")
+        check(next(csv.reader(f)) == MULTI_CSV_FIELDS + MULTI_CPU_CSV_FIELDS,
+              "--config: CSV header")
     check([row["config"] for row in rows] == ["baseline", "a", "b"] * 3
           and close(float(rows[2]["ratio_mbps"]),
                     results[0]["configs"]["b"]["ratio_mbps"])
-          and rows[0]["ratio_mbps"] == "", f"--config: CSV rows {rows[:3]}")
+          and rows[0]["ratio_mbps"] == "" and rows[0]["ratio_cpu_per_gib"] == ""
+          and close(float(rows[0]["cpu_s_per_gib"]), 0.7)
+          and close(float(rows[2]["ratio_cpu_per_gib"]), CPU_FACTOR)
+          and close(float(rows[2]["cpu_readers_s_per_gib"]), 0.4 * CPU_FACTOR),
+          f"--config: CSV rows {rows[:3]}")
     p = t.run(["compare", out["json"], out["json"], "--side", "b"])
     check(p.returncode == 0 and "Comparing b runs (b): A -> B" in p.stdout
           and CELL.search(p.stdout) and "configs a b" in p.stdout,
@@ -874,8 +1145,8 @@ def check_configs(t):
         plain = fmt_share(r["baseline"]["write_time_share"])
         share = fmt_share(r["configs"]["b"]["write_time_share"])
         cell = f"{r['work_ns']} ({r['work_x']}x)" if r["work_x"] else "0"
-        check(re.search(rf"^ +{re.escape(cell)} +plain .* {plain}$", p.stdout, re.M)
-              and re.search(rf"^ +b +[\d.]+ +[\d.]+ +\d+ +\d+ +{share}$",
+        check(re.search(rf"^ +{re.escape(cell)} +plain .* {plain} +[\d.]+ +-$", p.stdout, re.M)
+              and re.search(rf"^ +b +[\d.]+ +[\d.]+ +\d+ +\d+ +{share} +[\d.]+ +0\.750$",
                             p.stdout, re.M),
               f"--config work: no rows for {cell} with {share} in write()")
     # A configuration that cannot preload is named.
@@ -896,6 +1167,26 @@ def check_configs(t):
         check(len(lines) == 1, f"{args}: more than one line: {lines}")
 
 
+def check_bench_without_cpu(t):
+    """A ppipe-bench that reports no CPU (from before it did): the run
+    goes on, its CPU values are null, and the tables leave the CPU
+    columns out."""
+    out = {k: t.path(f"nocpu.{k}") for k in ("json", "csv")}
+    p = t.run(t.fast("--json", out["json"], "--csv", out["csv"]),
+              env={"FAKE_BENCH_NO_CPU": "1"})
+    check(p.returncode == 0, f"a run without CPU failed: {p.stderr.strip()[-400:]}")
+    results = load(out["json"])["results"]
+    check(results and all(r["ratio_cpu_per_gib"] is None and all(
+        r[side][key] is None and all(rep[key] is None for rep in r[side]["reps"])
+        for side in ("baseline", "shim") for key in CPU_KEYS) for r in results),
+          f"without CPU: {results[:1]}")
+    check("CPU" not in p.stdout and CELL.search(p.stdout), f"without CPU: {p.stdout}")
+    with open(out["csv"], encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    check(rows and all(row[k] == "" for row in rows for k in CPU_CSV_FIELDS),
+          f"without CPU: CSV {rows[:1]}")
+
+
 def fmt_share(value):
     """The runner's percentage of time in write()."""
     return f"{100 * value:.0f}%"
@@ -904,9 +1195,11 @@ def fmt_share(value):
 def fleet_doc(template, host, ratios, drop=()):
     """A saved run like template, from another host (hostname, kernel,
     cpu), its matrices' ratios set from ratios {matrix: [values]} (in
-    turn over the matrix's rows), without the matrices in drop. Returns
+    turn over the matrix's rows), and the throughput results' CPU per GiB
+    ratios from ratios["cpu"] (in turn over all of them; without it, a file
+    from before CPU was measured), without the matrices in drop. Returns
     the document and {matrix: [the ratios it holds]}."""
-    doc = json.loads(json.dumps(template))
+    doc = json.loads(json.dumps(template)) if "cpu" in ratios else without_cpu(template)
     doc["host"].update(zip(("hostname", "kernel", "cpu"), host))
     doc["library"] = {"path": "/usr/local/lib/libppipe.so", "env": {}}
     doc["results"] = [r for r in doc["results"] if r["matrix"] not in drop]
@@ -916,6 +1209,10 @@ def fleet_doc(template, host, ratios, drop=()):
         value = ratios[r["matrix"]][len(values) % len(ratios[r["matrix"]])]
         values.append(value)
         r["ratio_time" if r["matrix"] == "overhead" else "ratio_mbps"] = value
+        if "cpu" in ratios and r["matrix"] != "overhead":
+            cpus = held.setdefault("cpu", [])
+            r["ratio_cpu_per_gib"] = ratios["cpu"][len(cpus) % len(ratios["cpu"])]
+            cpus.append(r["ratio_cpu_per_gib"])
     return doc, held
 
 
@@ -928,19 +1225,23 @@ def save(path, doc):
 def fleet_expect(docs):
     """The fleet row of saved runs of one host (the documents' results):
     geomeans of each cell's median over the files, the worst cell."""
-    cells = {}
+    cells, cpus = {}, {}
     for doc in docs:
         for r in doc["results"]:
             over = r["matrix"] == "overhead"
             key = (r["matrix"], json.dumps({k: r.get(k) for k in (
                 "case", "size", "mode", "writers", "readers", "hops", "pipe_size",
-                "work_x")}, sort_keys=True))
+                "work_x", "shape")}, sort_keys=True))
             value = r["ratio_time"] if over else r["ratio_mbps"]
             cells.setdefault(key, []).append(value)
+            if r.get("ratio_cpu_per_gib") is not None:
+                cpus.setdefault(key, []).append(r["ratio_cpu_per_gib"])
     geo = {}
     for m in FLEET_MATRICES:
         values = [statistics.median(v) for (matrix, _), v in cells.items() if matrix == m]
         geo[m] = geomean(values) if values else None
+    # CPU per GiB: over every throughput cell that has it.
+    geo["cpu"] = geomean([statistics.median(v) for v in cpus.values()]) if cpus else None
     worst = max(((matrix, statistics.median(v)) for (matrix, _), v in cells.items()),
                 key=lambda t: t[1] if t[0] == "overhead" else 1 / t[1])
     return geo, worst
@@ -966,20 +1267,23 @@ def check_fleet(t, template):
     docs = {}
     # alpha gains; beta costs (small writes 0.88, the worst cell a
     # throughput one); gamma: three files merged by medians, one without
-    # the overhead matrix, no gain; delta: small writes only.
+    # the overhead matrix and saved before CPU was measured, no gain;
+    # delta: small writes only, no CPU. CPU per GiB: over the throughput
+    # cells, medians of the files that have it.
     plan = [
         ("alpha.json", ("alpha", "6.18.0", "CPU A"),
          {"sweep": [2.0, 2.5, 1.6], "sizes": [1.5], "small": [1.0, 0.97, 0.99],
-          "pipeline": [1.2, 1.3], "overhead": [1.0, 1.01, 1.02, 1.03, 1.0, 0.99, 1.06]}, ()),
+          "pipeline": [1.2, 1.3], "overhead": [1.0, 1.01, 1.02, 1.03, 1.0, 0.99, 1.06],
+          "cpu": [0.8, 0.5]}, ()),
         ("beta.json", ("beta", "6.1.0-18-amd64", "CPU B"),
          {"sweep": [1.02], "sizes": [1.0], "small": [0.9, 0.85, 0.9], "pipeline": [1.0],
-          "overhead": [1.05, 1.08]}, ()),
+          "overhead": [1.05, 1.08], "cpu": [1.1]}, ()),
         ("gamma-1.json", ("gamma", "6.12.1", "CPU C"),
          {"sweep": [1.0], "sizes": [1.0], "small": [1.0], "pipeline": [1.0],
-          "overhead": [1.0]}, ()),
+          "overhead": [1.0], "cpu": [0.9]}, ()),
         ("gamma-2.json", ("gamma", "6.12.1", "CPU C"),
          {"sweep": [1.05], "sizes": [1.02], "small": [0.96], "pipeline": [1.05],
-          "overhead": [1.04]}, ()),
+          "overhead": [1.04], "cpu": [0.7, 0.8]}, ()),
         ("gamma-3.json", ("gamma", "6.12.1", "CPU C"),
          {"sweep": [1.3], "sizes": [1.3], "small": [1.3], "pipeline": [1.3]}, ("overhead",)),
         ("delta.json", ("delta", "5.15.0", "CPU D"), {"small": [0.99]},
@@ -1008,6 +1312,9 @@ def check_fleet(t, template):
           f"{expected[syn['beta']][1]}")
     check(close(expected[syn["gamma"]][0]["sweep"], 1.05)
           and close(expected[syn["gamma"]][0]["overhead"], 1.02), "fleet: gamma's medians")
+    check(close(expected[syn["alpha"]][0]["cpu"], math.sqrt(0.8 * 0.5))
+          and close(expected[syn["beta"]][0]["cpu"], 1.1)
+          and expected[syn["delta"]][0]["cpu"] is None, "fleet: the plan's CPU per GiB")
 
     fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
     real = sorted(os.path.join(fixtures, n) for n in os.listdir(fixtures)
@@ -1046,7 +1353,11 @@ def check_fleet(t, template):
     check(f"ppipe-compare fleet: {n_files - 3} of {n_files} files read, "
           f"{len(expected)} rows" in p.stdout, f"fleet: header {p.stdout[:200]}")
     check("throughput ratios (sweep, sizes, small, pipeline), higher is better" in p.stdout
-          and "overhead: time ratio libppipe/plain, lower is better" in p.stdout,
+          and "overhead: time ratio libppipe/plain, lower is better" in p.stdout
+          and "CPU/GiB: CPU seconds per GiB moved libppipe/plain over the throughput cells, "
+          "lower is better" in p.stdout
+          and re.search(r"^  host +kernel +cpu +run +files +sweep +sizes +small +pipeline +"
+                        r"CPU/GiB +overhead +worst cell", p.stdout, re.M),
           "fleet: the ratios' senses are not labelled")
     fleet = load(out["json"])
     check(fleet["tool"] == "ppipe-compare fleet" and fleet["rule"]["gain_at"] == 1.10
@@ -1077,12 +1388,17 @@ def check_fleet(t, template):
             cell = csv_rows[host][f"{m}_ratio_time" if m == "overhead" else f"{m}_ratio_mbps"]
             check(cell == "" if geo[m] is None else close(float(cell), geo[m]),
                   f"{where}: CSV {m} {cell!r}")
+        got = row["cpu_per_gib"]["geomean"]
+        cell = csv_rows[host]["cpu_ratio_per_gib"]
+        check((got is None) == (geo["cpu"] is None) and (got is None or close(got, geo["cpu"]))
+              and (cell == "" if geo["cpu"] is None else close(float(cell), geo["cpu"])),
+              f"{where}: CPU per GiB geomean {got} (CSV {cell!r}), expected {geo['cpu']}")
         check(row["worst"]["matrix"] == worst[0] and close(row["worst"]["ratio"], worst[1]),
               f"{where}: worst {row['worst']}, expected {worst}")
         check(row["verdict"] == verdicts[host] and csv_rows[host]["verdict"] == verdicts[host],
               f"{where}: verdict {row['verdict']}, expected {verdicts[host]} ({row['reasons']})")
         cells = [f"{geo[m]:.3f}" if geo[m] is not None else "-"
-                 for m in ("sweep", "sizes", "small", "pipeline", "overhead")]
+                 for m in ("sweep", "sizes", "small", "pipeline", "cpu", "overhead")]
         line = [ln for ln in text if ln.startswith(f"  {host[0]} ") and f" {host[1]} " in ln]
         check(len(line) == 1 and re.search(
             r" +".join(re.escape(c) for c in cells)
@@ -1116,8 +1432,8 @@ def check_fleet(t, template):
                t.path("overhead.json")])
     check(p.returncode == 0 and re.search(r"^  alpha .* quick +1 ", p.stdout, re.M)
           and re.search(r"^  alpha .* quick libppipe-next PPIPE_MODE=uring +1 ", p.stdout, re.M)
-          and re.search(r" quick libdummy a +1 +- +- +- +- +1\.\d{3} ", p.stdout, re.M)
-          and re.search(r" quick libdummy b +1 +- +- +- +- +2\.\d{3} ", p.stdout, re.M),
+          and re.search(r" quick libdummy a +1 +- +- +- +- +- +1\.\d{3} ", p.stdout, re.M)
+          and re.search(r" quick libdummy b +1 +- +- +- +- +- +2\.\d{3} ", p.stdout, re.M),
           f"fleet: runs of a kind: {p.stdout}")
 
     # --json -: the JSON on stdout, the table on stderr.
@@ -1339,16 +1655,19 @@ def check_pressure_and_config(t):
 
 def main(argv):
     """Run all checks."""
-    if len(argv) != 4:
-        sys.stderr.write("usage: test-compare.py RUNNER FAKEBENCH FAKESTAGE\n")
+    if len(argv) != 5:
+        sys.stderr.write("usage: test-compare.py RUNNER FAKEBENCH FAKESTAGE PRELOAD\n")
         return 1
     if not sys.platform.startswith("linux") or not os.path.exists("/bin/sh"):
         print("SKIP: needs Linux and /bin/sh")
         return 77
-    runner, fake, fake_stage = (os.path.abspath(a) for a in argv[1:])
-    fake_overhead = os.path.join(os.path.dirname(fake_stage), "fake-overhead.py")
+    runner, fake, fake_stage, preload = (os.path.abspath(a) for a in argv[1:])
+    here = os.path.dirname(fake_stage)
+    fakes = {"bench": fake, "stage": fake_stage,
+             "overhead": os.path.join(here, "fake-overhead.py"),
+             "coreutils": os.path.join(here, "fake-coreutils.py")}
     with tempfile.TemporaryDirectory(prefix="ppipe-compare-test.") as tmp:
-        t = Runner(runner, fake, fake_stage, fake_overhead, tmp)
+        t = Runner(runner, fakes, preload, tmp)
         try:
             a_path, doc = check_main_run(t)
             check_compare(t, a_path, doc)
@@ -1356,6 +1675,7 @@ def main(argv):
             check_pipeline(t)
             check_work(t)
             check_configs(t)
+            check_bench_without_cpu(t)
             check_overhead(t)
             check_fleet(t, doc)
             check_pressure_and_config(t)

@@ -101,6 +101,60 @@ if p.returncode == 0:
     check(any(os.path.basename(x) == os.path.basename(PASSTHRU) for x in r["preloaded"]),
           "preloaded names the library")
 
+# CPU time per GiB moved, from the kernel's accounting: writers, readers,
+# the process's other threads (threads mode; in procs mode they are in their
+# process's count) and all of them. Sane, never timed: every worker used some
+# CPU, user + sys is the total, all is the sum of the groups, and the per-GiB
+# values are the seconds over the bytes moved.
+CPU_GROUPS = ("writers", "readers", "other", "all")
+CPU_PARTS = ("user", "sys", "total")
+
+
+def close(a, b, rel=1e-6, abs_=2e-6):
+    return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_)
+
+
+for mode, counted in (("threads", "threads"), ("procs", "processes")):
+    p = run(["--mode", mode, "-w", "2", "-r", "3", "-s", "65536", "-d", "0.2", "--json"],
+            preload=PASSTHRU)
+    check(p.returncode == 0, f"{mode} run for the CPU fields", p)
+    if p.returncode != 0:
+        continue
+    r = json.loads(p.stdout)
+    cpu = r.get("cpu")
+    check(isinstance(cpu, dict) and set(cpu) == {"counted"} | set(CPU_GROUPS),
+          f"{mode}: cpu has counted and {CPU_GROUPS}: {cpu}")
+    if not isinstance(cpu, dict) or set(cpu) != {"counted"} | set(CPU_GROUPS):
+        continue
+    check(cpu["counted"] == counted, f"{mode}: cpu.counted is {counted}")
+    gib = r["bytes"] / (1 << 30)
+    check(gib > 0, f"{mode}: bytes moved")
+    for group in CPU_GROUPS:
+        g = cpu[group]
+        keys = {f"{part}_s" for part in CPU_PARTS} | {f"{part}_s_per_gib" for part in CPU_PARTS}
+        check(set(g) == keys, f"{mode}: cpu.{group} keys {sorted(g)}")
+        if set(g) != keys:
+            continue
+        check(all(g[k] >= 0 for k in keys), f"{mode}: cpu.{group} has no negative value: {g}")
+        check(close(g["user_s"] + g["sys_s"], g["total_s"]),
+              f"{mode}: cpu.{group}: user + sys == total: {g}")
+        for part in CPU_PARTS:
+            check(close(g[f"{part}_s_per_gib"], g[f"{part}_s"] / gib),
+                  f"{mode}: cpu.{group}.{part}_s_per_gib is {part}_s over the GiB moved: {g}")
+    for part in CPU_PARTS:
+        check(close(sum(cpu[group][f"{part}_s"] for group in CPU_GROUPS[:3]),
+                    cpu["all"][f"{part}_s"]),
+              f"{mode}: cpu.all.{part}_s is the sum of the groups")
+    for group in ("writers", "readers", "all"):
+        check(cpu[group]["total_s"] > 0, f"{mode}: the {group} used CPU: {cpu[group]}")
+    if mode == "procs":
+        check(cpu["other"]["total_s"] == 0,
+              "procs: no other threads counted apart (each process counts its own)")
+p = run(["-d", "0.2"])
+check(p.returncode == 0 and "cpu_counted: threads" in p.stdout
+      and all(f"cpu_{group}: user_s=" in p.stdout for group in CPU_GROUPS)
+      and "total_s_per_gib=" in p.stdout, "the CPU lines of the text output", p)
+
 # Verification passes through the pass-through library, with interleaving
 # writers, and fails through the corrupting one, in both modes.
 for mode in ("threads", "procs"):

@@ -21,12 +21,20 @@ def check(cond, what):
         failures.append(what)
 
 
+# The pipelines of real programs preload the library into dd, cat, head,
+# sha1sum and wc: in a sanitizer build their leaks are not this test's.
+ENV = dict(os.environ, ASAN_OPTIONS=":".join(
+    o for o in (os.environ.get("ASAN_OPTIONS"), "detect_leaks=0") if o))
+PROGRAM_BYTES = 16 << 20
+SHAPES = ["dd | dd", "dd | cat", "dd | cat | cat", "head | sha1sum"]
+
 with tempfile.TemporaryDirectory() as d:
     out = {k: os.path.join(d, "run." + k) for k in ("json", "csv", "svg")}
     cmd = [sys.executable, RUNNER, "--quick", "--reps", "1", "--duration", "0.05",
            "--bench", BENCH, "--stage", STAGE, "--lib", LIB, "--env", "PPIPE_SMOKE=1", "--pin", "0:0",
+           "--program-bytes", str(PROGRAM_BYTES),
            "--json", out["json"], "--csv", out["csv"], "--svg", out["svg"]]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=ENV)
     if p.returncode != 0:
         print("FAIL: runner exited", p.returncode, p.stderr[-2000:])
         sys.exit(1)
@@ -56,9 +64,23 @@ with tempfile.TemporaryDirectory() as d:
         check(len(r["baseline"]["reps"]) == len(r["shim"]["reps"]) == 5,
               f"overhead {r['case']}: 5 repetitions")
     check("time ratio (lower is better)" in p.stdout, "the overhead table")
+    # The pipelines of real programs, each run checked by the runner: MB/s
+    # over the wall time, the CPU of all the pipeline's processes.
+    programs = [r for r in results if r.get("mode") == "programs"]
+    check([r.get("shape") for r in programs] == SHAPES, "the pipelines of real programs")
+    for r in programs:
+        for side in ("baseline", "shim"):
+            s = r[side]
+            check(r.get("bytes") == PROGRAM_BYTES and s["mbps"] > 0 and s["wall_s"] > 0
+                  and abs(s["mbps"] - PROGRAM_BYTES / s["wall_s"] / 2**20) < 1e-6 * s["mbps"],
+                  f"programs {r['shape']} {side}: MB/s over the wall time")
+            check(s["cpu_s_per_gib"] > 0 and s["lat_avg_ns"] is None,
+                  f"programs {r['shape']} {side}: CPU per GiB, no latency")
+    check("pipelines of real programs" in p.stdout and "CPU ratio (lower is better)" in p.stdout,
+          "the table of the pipelines of real programs")
     seen = set()
     for r in results:
-        if r in overhead:
+        if r in overhead or r in programs:
             continue
         key = (r.get("mode"), r.get("writers"), r.get("readers"), r.get("size"), r.get("hops"))
         seen.add(key)
@@ -70,6 +92,17 @@ with tempfile.TemporaryDirectory() as d:
             check(len(s.get("reps", [])) == 1, f"{key} {side} has one rep")
         b, s = r["baseline"]["mbps"], r["shim"]["mbps"]
         check(abs(r.get("ratio_mbps", 0) - s / b) < 1e-6 * max(1, s / b), f"{key} ratio")
+        # CPU per GiB: ppipe-bench's writers and readers, a pipeline's processes.
+        for side in ("baseline", "shim"):
+            s = r[side]
+            check(s.get("cpu_s_per_gib", 0) > 0, f"{key} {side}: CPU per GiB")
+            if r.get("matrix") != "pipeline":
+                check(s.get("cpu_writers_s_per_gib", 0) > 0
+                      and s.get("cpu_readers_s_per_gib", 0) > 0,
+                      f"{key} {side}: the writers' and the readers' CPU per GiB")
+        cb, cs = r["baseline"]["cpu_s_per_gib"], r["shim"]["cpu_s_per_gib"]
+        check(abs(r.get("ratio_cpu_per_gib", 0) - cs / cb) < 1e-6 * max(1, cs / cb),
+              f"{key} CPU ratio")
         if r.get("matrix") == "pipeline":
             # The kernel's default pipe, as the consumer measured it.
             check(r.get("pipe_size", 0) >= 4096 and r.get("memory_pressure") is False,
@@ -100,7 +133,7 @@ with tempfile.TemporaryDirectory() as d:
     cmd = [sys.executable, RUNNER, "--only", "work", "--reps", "1", "--duration", "0.25",
            "--bench", BENCH, "--lib", LIB, "--config", "a=PPIPE_SMOKE=1",
            "--config", "b=PPIPE_SMOKE=2", "-q", "--json", work]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
     check(p.returncode == 0, f"work run exited {p.returncode}: {p.stderr[-1000:]}")
     if p.returncode == 0:
         with open(work) as f:
