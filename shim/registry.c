@@ -357,10 +357,8 @@ static struct {
 	uint64_t own;
 } forked[OWN_MAX];
 PP_HOT int pp_reg_nforked;
-#define nforked pp_reg_nforked
 /* Whether mine[] may list anything (a fork child then forgets it). */
 PP_HOT int pp_reg_nmine;
-#define nmine pp_reg_nmine
 
 /*
  * The record of mine[i], if it is still mine: the same allocation (its
@@ -397,8 +395,8 @@ PP_COMMON static bool mine_add(struct reg_rec *r, uint64_t own)
 		__atomic_store_n(&mine[i].own, own, __ATOMIC_RELAXED);
 		if (__atomic_compare_exchange_n(&mine[i].rec, &zero, (uint32_t)(r - reg_recs()) + 1,
 						false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			if (!__atomic_load_n(&nmine, __ATOMIC_RELAXED))
-				__atomic_store_n(&nmine, 1, __ATOMIC_RELAXED);
+			if (!__atomic_load_n(&pp_reg_nmine, __ATOMIC_RELAXED))
+				__atomic_store_n(&pp_reg_nmine, 1, __ATOMIC_RELAXED);
 			return true;
 		}
 	}
@@ -516,7 +514,7 @@ PP_COMMON void pp_reg_put(struct pp_shared *s)
 
 PP_COMMON void pp_reg_fork_prepare(void)
 {
-	nforked = 0;
+	pp_reg_nforked = 0;
 }
 
 PP_COMMON void pp_reg_fork_hold(struct pp_shared *s)
@@ -537,16 +535,16 @@ PP_COMMON void pp_reg_fork_hold(struct pp_shared *s)
 		pp_reg_slot_maybe_free(s);
 		return;
 	}
-	if (nforked)
-		r = &reg_recs()[forked[nforked - 1].rec - 1];
+	if (pp_reg_nforked)
+		r = &reg_recs()[forked[pp_reg_nforked - 1].rec - 1];
 	if (!r || !rec_add(r, e)) {
 		/*
 		 * A new record for the child: LIVE, nobody's yet (pid 0) until
 		 * pp_reg_fork_parent() names it. Made by us, so that a sweep can
 		 * tell a fork that failed.
 		 */
-		r = nforked < OWN_MAX ? rec_take(&own) : NULL;
-		if (!r && nforked < OWN_MAX && pp_reg_sweep(true, reg_boot_ns()))
+		r = pp_reg_nforked < OWN_MAX ? rec_take(&own) : NULL;
+		if (!r && pp_reg_nforked < OWN_MAX && pp_reg_sweep(true, reg_boot_ns()))
 			r = rec_take(&own);
 		if (r && !pp_reg_rec_set(r, &own, REC_LIVE, 0))
 			r = NULL;
@@ -557,9 +555,9 @@ PP_COMMON void pp_reg_fork_hold(struct pp_shared *s)
 			pp_reg_slot_maybe_free(s);
 			return;
 		}
-		forked[nforked].rec = (uint32_t)(r - reg_recs()) + 1;
-		forked[nforked].own = own;
-		nforked++;
+		forked[pp_reg_nforked].rec = (uint32_t)(r - reg_recs()) + 1;
+		forked[pp_reg_nforked].own = own;
+		pp_reg_nforked++;
 		rec_add(r, e);
 	}
 }
@@ -568,10 +566,10 @@ PP_COMMON void pp_reg_fork_parent(pid_t child)
 {
 	uint64_t now;
 
-	if (!nforked)
+	if (!pp_reg_nforked)
 		return;
 	now = child > 0 ? reg_boot_ns() : 0;
-	for (int i = 0; i < nforked; i++) {
+	for (int i = 0; i < pp_reg_nforked; i++) {
 		struct reg_rec *r = &reg_recs()[forked[i].rec - 1];
 		uint64_t own = forked[i].own;
 
@@ -593,7 +591,7 @@ PP_COMMON void pp_reg_fork_parent(pid_t child)
 		if (child > 0 && pp_reg_rec_set(r, &own, REC_LIVE, child))
 			__atomic_store_n(&r->seen_ns, now, __ATOMIC_RELAXED);
 	}
-	nforked = 0;
+	pp_reg_nforked = 0;
 }
 
 PP_COMMON void pp_reg_fork_child_work(bool named)
@@ -608,13 +606,13 @@ PP_COMMON void pp_reg_fork_child_work(bool named)
 	for (int i = 0; i < OWN_MAX; i++)
 		if (mine[i].rec)
 			mine[i].rec = 0;
-	nmine = 0;
-	if (!nforked)
+	pp_reg_nmine = 0;
+	if (!pp_reg_nforked)
 		return;
 	/* A fork libppipe did not see return (libc's own): the child names them. */
 	if (!named)
 		pid = reg_pid();
-	for (int i = 0; i < nforked; i++) {
+	for (int i = 0; i < pp_reg_nforked; i++) {
 		struct reg_rec *r = &reg_recs()[forked[i].rec - 1];
 		uint64_t own = forked[i].own;
 
@@ -623,9 +621,9 @@ PP_COMMON void pp_reg_fork_child_work(bool named)
 			r->seen_ns = reg_boot_ns();
 		mine[i].own = OWN(OWN_SEQ(own), REC_LIVE, 0);
 		mine[i].rec = forked[i].rec;
-		nmine = 1;
+		pp_reg_nmine = 1;
 	}
-	nforked = 0;
+	pp_reg_nforked = 0;
 }
 
 /* ---- exec records ---- */
