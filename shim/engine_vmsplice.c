@@ -32,6 +32,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -129,6 +130,7 @@ struct write_op {
 	bool turn; /* holds the pipe's turn (turn.h) */
 	struct pp_outlet out; /* out.st: the pages go to the pipe or the engine's outlet */
 	bool staging; /* the pipe was full: the rest of this write goes through the outlet */
+	bool nonblock; /* the write end's file is non-blocking: never wait (design.md) */
 };
 
 /* Gives the ring back after the op: the next write of this thread may run. */
@@ -214,6 +216,7 @@ static void op_cancelled(void *arg)
 	if (op->done) {
 		pp_count(&op->p->cnt, PP_CNT_writes_accelerated, 1);
 		pp_count(&op->p->cnt, PP_CNT_bytes_accelerated, op->done);
+		pp_count(&op->p->cnt, PP_CNT_bytes_vmspliced, op->done);
 	}
 	pp_pipe_leave(op->p);
 	errno = saved;
@@ -261,6 +264,8 @@ static long wait_writable(struct write_op *op, int fd, bool moved)
 		pp_pipe_set_nonblock(op->p, true);
 		return -EAGAIN;
 	}
+	/* Cleared behind libppipe's back (a raw fcntl): this write waits, as write() would. */
+	op->nonblock = false;
 	if (!moved)
 		return 1;
 	r = wait_cancellable(op, fd, NULL);
@@ -319,6 +324,23 @@ static ssize_t decline(struct pp_pipe *p, const char *why)
 	if (why)
 		__atomic_store_n(&p->reason, why, __ATOMIC_RELAXED);
 	return fall_back(p, why);
+}
+
+/*
+ * A non-blocking write met a full pipe after moving bytes: whether its
+ * file is still non-blocking (then the count stands, as write()'s does).
+ * Asked of the fd, without a pin: a file the fd no longer names can only
+ * end the write early, with its exact count. False: the file is blocking
+ * after all (a raw fcntl), and the write waits for room as write() would.
+ */
+static bool nonblock_still(struct write_op *op)
+{
+	long fl = pp_sys_fcntl(op->wfd, F_GETFL, 0);
+
+	if (fl < 0 || (fl & O_NONBLOCK))
+		return true;
+	op->nonblock = false;
+	return false;
 }
 
 /* Returned by push_region when no pin could be had: the real call goes on. */
@@ -408,9 +430,19 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 		if (n > 0) {
 			pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
 			op->pushed += (size_t)n;
+			/* vmsplice() stops short only at a full pipe. */
+			if (op->nonblock && op->pushed < chunk && nonblock_still(op))
+				return -EAGAIN;
 			continue;
 		}
-		if (n == -EAGAIN && !op->turn && pp_turns_on(&op->p->turn)) {
+		/*
+		 * A non-blocking write: a full pipe ends it. With nothing
+		 * moved the real call answers (pp_core_write).
+		 */
+		if (n == -EAGAIN && op->nonblock &&
+		    ((!op->done && !op->pushed) || nonblock_still(op)))
+			return n;
+		if (n == -EAGAIN && !op->turn && !op->nonblock && pp_turns_on(&op->p->turn)) {
 			/*
 			 * The pipe is full: wait for room in turns (turn.h).
 			 * The holder may leave room behind: try again first.
@@ -466,6 +498,48 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 	return 0;
 }
 
+/*
+ * A non-blocking write (docs/design.md, "Non-blocking writes") gives what
+ * a plain write() would give only where the kernel's merge into the last
+ * buffer cannot happen: the ring takes whole pages, and an unaligned
+ * tail (total % page) goes with the real call, which is exact when the
+ * pipe was empty (nothing to merge into). Returns 0 with *@body, the bytes
+ * the ring may take, or PP_DECLINE.
+ */
+static ssize_t nonblock_plan(struct pp_pipe *p, int fd, size_t total, bool outlet, size_t *body)
+{
+	size_t tail = total & (pp_page_size() - 1);
+	int queued = -1;
+
+	/* Write-behind takes what a full pipe refuses; a non-blocking write must not. */
+	if (outlet)
+		return fall_back(p, "non-blocking write end");
+	if (tail && (pp_fault(PP_FAULT_FIONREAD) || pp_sys_ioctl(fd, FIONREAD, &queued) || queued))
+		return fall_back(p, "non-blocking, pipe not empty and size not page-aligned");
+	*body = total - tail;
+	return 0;
+}
+
+/*
+ * Between two regions of a non-blocking write: 0 when the pipe has room
+ * for more, else -EAGAIN (the count so far stands; a pipe whose readers
+ * are gone fails the next write, as the kernel's would). A file found
+ * blocking after all waits here for room, as write() would. No region is
+ * copied that a full pipe would refuse.
+ */
+static long nonblock_room(struct write_op *op)
+{
+	struct pollfd pfd = { .fd = op->wfd, .events = POLLOUT };
+	struct timespec zero = { 0, 0 };
+	long n = PP_SYSCALL(SYS_ppoll, &pfd, 1, &zero, NULL, 8);
+
+	if (n == 1 && (pfd.revents & (POLLERR | POLLNVAL)))
+		return -EAGAIN;
+	if (n == 1 && (pfd.revents & POLLOUT))
+		return 0;
+	return nonblock_still(op) ? -EAGAIN : 0;
+}
+
 ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt, size_t total,
 		      const struct pp_outlet_ops *ops)
 {
@@ -482,7 +556,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	const char *stopped = "ring still referenced"; /* if nothing moved */
 	uint32_t capacity;
 	struct pp_ring *r;
-	size_t off = 0;
+	size_t off = 0, body = total, page = pp_page_size(), vmspliced;
 	int idx = 0;
 	long ret;
 
@@ -497,21 +571,23 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	if (pp_pipe_unsafe(p))
 		return fall_back(p, "readers no longer known");
 	/*
-	 * Non-blocking writes keep the kernel's exact partial counts, which
-	 * depend on merging into the last buffer: vmspliced buffers cannot
-	 * merge, so those take the real call. Pipes we did not create may
-	 * share their open file with anyone: ask the kernel each time.
+	 * Whether the write end is non-blocking: its partial counts must be
+	 * the kernel's (nonblock_plan). Pipes we did not create may share
+	 * their open file with anyone: ask the kernel each time.
 	 */
 	if (!p->created_here) {
 		long fl = pp_sys_fcntl(fd, F_GETFL, 0);
 
 		if (fl >= 0 && (fl & O_DIRECT))
 			return decline(p, "packet mode (O_DIRECT)");
-		if (fl < 0 || (fl & O_NONBLOCK))
-			return fall_back(p, fl < 0 ? "F_GETFL failed" : "non-blocking write end");
-	} else if (pp_pipe_nonblock(p)) {
-		return fall_back(p, "non-blocking write end");
+		if (fl < 0)
+			return fall_back(p, "F_GETFL failed");
+		op.nonblock = fl & O_NONBLOCK;
+	} else {
+		op.nonblock = pp_pipe_nonblock(p);
 	}
+	if (op.nonblock && (ret = nonblock_plan(p, fd, total, ops != NULL, &body)))
+		return ret;
 	/* pipe() does not ask: most pipes never see a large write. */
 	capacity = pp_pipe_capacity(p, fd);
 	if (ops) {
@@ -551,12 +627,20 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	}
 
 	ret = 0;
-	while (op.done < total) {
-		size_t chunk = total - op.done;
+	while (op.done < body) {
+		size_t chunk = body - op.done;
 		long roff;
 
 		if (chunk > r->max_chunk)
 			chunk = r->max_chunk;
+		if (op.nonblock) {
+			/* Whole pages, and never more than the pipe holds. */
+			if (capacity && chunk > capacity)
+				chunk = capacity;
+			chunk &= ~(page - 1);
+			if (op.done && (ret = nonblock_room(&op)))
+				break;
+		}
 		/* The reuse checks ask the file too: after a first call, the pinned one. */
 		if (op.calls && !op.out.st && (ret = op_ensure_pin(&op)))
 			break;
@@ -641,11 +725,19 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 			return fall_back(p, "no fd to hold the write's file");
 		if (ret == PP_TURN_INTR)
 			return fall_back(p, "a signal ended the wait for the pipe's turn");
+		/*
+		 * A non-blocking write into a full pipe: the real call says
+		 * EAGAIN, and wakes the readers as only the kernel's write
+		 * does then (an edge-triggered epoll reader sees it).
+		 */
+		if (ret == -EAGAIN && op.nonblock)
+			return fall_back(p, "non-blocking write end, pipe full");
 		if (ret >= 0)
 			return fall_back(p,
 					 pp_pipe_unsafe(p) ? "readers no longer known" : stopped);
 		return ret;
 	}
+	vmspliced = op.done;
 	if ((ret == 0 || ret == PP_NO_PIN) && op.done < total) {
 		if (ret == PP_NO_PIN)
 			pp_count(&p->cnt, PP_CNT_fallbacks, 1);
@@ -667,6 +759,9 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	op_end_outlet(&op);
 	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
 	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
+	pp_count(&p->cnt, PP_CNT_bytes_vmspliced, vmspliced);
+	if (op.nonblock)
+		pp_count(&p->cnt, PP_CNT_writes_nonblocking, 1);
 	if (op.t0)
 		pp_latency_record(&pp_latency_all, now - op.t0);
 	maybe_trim(now);

@@ -8,8 +8,10 @@
  * sends its own stderr to a file and reads the lines back.
  *
  *   pipe A, read by a child: 6 large writes, accelerated
- *   pipes B and C, non-blocking: 3 large writes each, plain
- *   pipe E, non-blocking, written by a signal handler: plain
+ *   pipes B and C, non-blocking, never empty: 3 large writes each of a
+ *           size that is no page multiple, plain
+ *   pipe E, the same, written by a signal handler: plain
+ *   pipe F, non-blocking, empty: a large write, accelerated
  *   a fork child: A and B again, as a process of its own
  */
 #include "helpers.h"
@@ -38,10 +40,18 @@ static void write_large(int fd, int times)
 			t_die("write fd %d", fd);
 }
 
+/* Into a non-blocking pipe that is not empty: the real call (a byte first). */
+static void write_unaligned(int fd, int times)
+{
+	if (write(fd, buf, 1) != 1)
+		t_die("write fd %d", fd);
+	write_large(fd, times);
+}
+
 static void on_usr1(int sig)
 {
 	(void)sig;
-	write_large(pipe_e[1], 1);
+	write_unaligned(pipe_e[1], 1);
 }
 
 static unsigned long ino_of(int fd)
@@ -93,8 +103,8 @@ int main(void)
 {
 	const char *dbg = getenv("PPIPE_DEBUG");
 	int on = dbg && !strcmp(dbg, "1");
-	int a[2], b[2], c[2], logfd = t_tmpfile();
-	unsigned long ia, ib, ic, ie;
+	int a[2], b[2], c[2], f[2], logfd = t_tmpfile();
+	unsigned long ia, ib, ic, ie, iff;
 	pid_t reader, child;
 	long len;
 
@@ -105,10 +115,12 @@ int main(void)
 	t_pipe(b, O_NONBLOCK);
 	t_pipe(c, O_NONBLOCK);
 	t_pipe(pipe_e, O_NONBLOCK);
+	t_pipe(f, O_NONBLOCK);
 	ia = ino_of(a[1]);
 	ib = ino_of(b[1]);
 	ic = ino_of(c[1]);
 	ie = ino_of(pipe_e[1]);
+	iff = ino_of(f[1]);
 
 	reader = t_fork();
 	if (!reader) {
@@ -122,10 +134,11 @@ int main(void)
 		if (write(a[1], buf, 100) != 100)
 			t_die("small write");
 	write_large(a[1], 6);
-	write_large(b[1], 2);
+	write_unaligned(b[1], 2);
 	t_drain(b[0]);
-	write_large(b[1], 1);
-	write_large(c[1], 3);
+	write_unaligned(b[1], 1);
+	write_unaligned(c[1], 3);
+	write_large(f[1], 1);
 	signal(SIGUSR1, on_usr1);
 	raise(SIGUSR1);
 
@@ -133,7 +146,7 @@ int main(void)
 	if (!child) {
 		write_large(a[1], 2);
 		t_drain(b[0]);
-		write_large(b[1], 2);
+		write_unaligned(b[1], 2);
 		_exit(t_failed() ? T_EXIT_FAIL : 0);
 	}
 	t_check(t_wait(child) == 0, "child");
@@ -159,11 +172,13 @@ int main(void)
 	expect(on ? 1 : 0, "E, from a signal handler",
 	       "^libppipe\\[[0-9]+\\]: pipe inode %lu \\(fd %d\\): plain writes: non-blocking", ie,
 	       pipe_e[1]);
-	expect(on ? 6 : 0, "first paths in all", "^libppipe\\[[0-9]+\\]: pipe inode [0-9]+ \\(fd ");
+	expect(on ? 1 : 0, "F, non-blocking, empty",
+	       "^libppipe\\[[0-9]+\\]: pipe inode %lu \\(fd %d\\): accelerated ", iff, f[1]);
+	expect(on ? 7 : 0, "first paths in all", "^libppipe\\[[0-9]+\\]: pipe inode [0-9]+ \\(fd ");
 	expect(on ? 1 : 0, "non-blocking fallback, parent",
-	       "^libppipe\\[%d\\]: fallback: non-blocking write end", (int)getpid());
+	       "^libppipe\\[%d\\]: fallback: non-blocking, pipe not empty", (int)getpid());
 	expect(on ? 1 : 0, "non-blocking fallback, child",
-	       "^libppipe\\[%d\\]: fallback: non-blocking write end", (int)child);
+	       "^libppipe\\[%d\\]: fallback: non-blocking, pipe not empty", (int)child);
 	expect(0, "lines not from libppipe", "^[^l]");
 	return t_finish();
 }

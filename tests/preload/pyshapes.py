@@ -88,3 +88,27 @@ write_file(w, sys.argv[1])
 os.close(w)
 os.waitpid(pid, 0)
 """
+
+# An event loop writes into a child's stdin: asyncio makes its end of the pipe
+# non-blocking and writes the file in 1 MiB writes, waiting with drain() as
+# its streams do (partial writes, the rest written when epoll says there is room).
+ASYNCIO_WRITE_CHILD = """
+import asyncio, sys
+
+async def main(path):
+    p = await asyncio.create_subprocess_exec(
+        "sha256sum", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    with open(path, "rb") as f:
+        while True:
+            d = f.read(1 << 20)
+            if not d:
+                break
+            p.stdin.write(d)
+            await p.stdin.drain()
+    p.stdin.close()
+    out = await p.stdout.read()
+    print(out.decode().split()[0])
+    return await p.wait()
+
+sys.exit(asyncio.run(main(sys.argv[1])))
+"""

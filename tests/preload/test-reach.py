@@ -132,6 +132,8 @@ def main():
             ("python subprocess, writing to the child's stdin", [py, "-c", pyshapes.WRITE_CHILD, data],
              90, 100),
             ("python os.posix_spawnp with file actions", [py, "-c", PY_SPAWN, data], 90, 100),
+            ("python asyncio, writing to the child's stdin (non-blocking)",
+             [py, "-c", pyshapes.ASYNCIO_WRITE_CHILD, data], 90, 100),
             ("the writer execs (sh -c 'exec cat')",
              ["sh", "-c", f"sh -c 'exec cat {data}' | sha256sum"], 90, 100),
             ("100 pipelines, 300 processes, one hash",

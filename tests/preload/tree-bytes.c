@@ -12,8 +12,10 @@
  *           1 MiB pipe (a fresh ring takes all of it): 1 MiB accelerated
  *   pipe B: 100 writes of 1000 bytes, read by a fork child: passed
  *           through, "writes below PPIPE_MIN_WRITE"
- *   pipe C: non-blocking, 3 writes of 20000 bytes: passed through,
- *           "non-blocking write end"
+ *   pipe C: non-blocking, a write of 100 bytes, then 3 of 20000 (not a
+ *           page multiple, into a pipe that is not empty): passed
+ *           through, "non-blocking, pipe not empty and size not
+ *           page-aligned"
  * Processes that report: this one, the writer of A, the reader of B.
  * Exits 77 when a pipe cannot be made 1 MiB large.
  */
@@ -108,6 +110,7 @@ int main(void)
 
 	if (pipe2(c, O_CLOEXEC | O_NONBLOCK))
 		die("pipe C");
+	write_n(c[1], 100, 1);
 	write_n(c[1], 20000, 3);
 	close(c[0]);
 	close(c[1]);
