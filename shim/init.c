@@ -350,6 +350,37 @@ PP_COMMON void pp_exit(int status, bool upper)
 	real_exit(status, upper);
 }
 
+#ifdef __GLIBC__
+/*
+ * What glibc's pthread_atfork() and atexit() are: calls of these with the
+ * library's handle, from small functions that the link puts at the far end
+ * of the library's code, a page no other start-up code is on (a page
+ * fault in every process start, for two calls).
+ */
+extern void *__dso_handle __attribute__((visibility("hidden")));
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+			     void *dso);
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+PP_COMMON static void at_exit_arg(void *unused)
+{
+	(void)unused;
+	at_exit();
+}
+
+PP_START static void register_handlers(void)
+{
+	__register_atfork(before_fork, after_fork_parent, after_fork_child, __dso_handle);
+	__cxa_atexit(at_exit_arg, NULL, __dso_handle);
+}
+#else
+PP_START static void register_handlers(void)
+{
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	atexit(at_exit);
+}
+#endif
+
 /* The engine each PPIPE_MODE runs (engine.h): a new engine is one line here. */
 static const struct pp_engine_ops *const engines[] = {
 	[PP_MODE_AUTO] = &pp_engine_vmsplice,
@@ -368,9 +399,13 @@ static const struct pp_engine_ops *const engines[] = {
  */
 PP_START __attribute__((constructor(101))) static void pp_init(void)
 {
+	bool ours;
+
 	pp_real_bind();
-	pp_config_load(environ);
-	pp_fault_init(environ);
+	ours = pp_config_load(environ);
+	/* Test faults and an inherited registry are PPIPE_ variables too. */
+	if (ours)
+		pp_fault_init(environ);
 	if (pp_cfg.verbose)
 		pp_config_dump(2);
 	if (pp_cfg.mode == PP_MODE_OFF) {
@@ -386,17 +421,17 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 	 */
 	if (getauxval(AT_SECURE)) {
 		pp_debug("setuid/setgid program: every call goes to libc, its pipes stay plain");
-		pp_exec_forget_inherited(environ);
+		if (ours)
+			pp_exec_forget_inherited(environ);
 		return;
 	}
 	pp_faultguard_bind();
 	/* Pipe ends inherited through exec from a libppipe process tree. */
-	if (pp_exec_inherited(environ)) {
+	if (ours && pp_exec_inherited(environ)) {
 		pp_exec_start(environ);
 		pp_exec_forget_inherited(
 			environ); /* for libppipe only: the program never sees it */
 	}
-	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-	atexit(at_exit);
+	register_handlers();
 	__atomic_store_n(&pp_is_active, true, __ATOMIC_RELEASE);
 }

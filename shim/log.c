@@ -13,6 +13,7 @@
  * buffer, takes no lock and allocates nothing (its "AS-Unsafe heap" mark
  * is for the work buffers of the other cases). Keep new messages so.
  */
+#include "compiler.h"
 #include "log.h"
 
 #include "syscall.h"
@@ -30,9 +31,11 @@
 /* PPIPE_DEBUG, as the options set it (pp_log_set_debug). */
 static bool debug_on;
 
-void pp_log_set_debug(bool on)
+/* At start-up: with the start-up code, and no page written to say what it says already. */
+PP_START void pp_log_set_debug(bool on)
 {
-	__atomic_store_n(&debug_on, on, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&debug_on, __ATOMIC_RELAXED) != on)
+		__atomic_store_n(&debug_on, on, __ATOMIC_RELAXED);
 }
 
 void pp_log_raw(int fd, const char *buf, size_t len)
