@@ -797,13 +797,19 @@ PP_START bool pp_config_load(char *const *envp)
 	 * are the defaults. (No strncmp: its first call through the PLT would
 	 * cost more than this whole loop.)
 	 */
+	bool any = false;
+
 	for (char *const *e = envp; e && *e; e++) {
-		if ((*e)[0] == 'P' && pp_has_prefix(*e, "PPIPE_")) {
+		if ((*e)[0] != 'P' || !pp_has_prefix(*e, "PPIPE_"))
+			continue;
+		any = true;
+		/* The registry's own variable (a program started by a libppipe tree) sets no option. */
+		if (!pp_has_prefix(*e + 6, "REGISTRY=")) {
 			pp_config_load_env(envp, getauxval(AT_SECURE) != 0);
 			return true;
 		}
 	}
-	return false;
+	return any;
 }
 
 PP_START void pp_config_dump(int fd)

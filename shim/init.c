@@ -64,16 +64,32 @@ PP_COMMON static void before_fork(void)
 }
 
 /*
- * Set by pp_fork() in the forking thread: the parent names the child's
+ * Set by pp_fork() to the forking thread: the parent names the child's
  * registry records once fork() returns its pid, so that the child makes
  * no system call for them. A fork libppipe does not see return (libc's
- * own) leaves it clear: the child then names them itself.
+ * own, or another thread's meanwhile) finds it naming another thread, or
+ * none: the child then names them itself. A thread is told by the address
+ * of its own copy of a thread-local variable, which a fork child keeps.
+ * It is not itself thread-local: it is written where the fork writes the
+ * registry's own words anyway, while a thread's first write after a fork
+ * would be a copy-on-write fault of its own, in every fork.
  */
-static __thread int tl_fork_names __attribute__((tls_model("initial-exec")));
+PP_HOT static uintptr_t fork_namer;
+
+static inline uintptr_t this_thread(void)
+{
+	return (uintptr_t)&pp_tl_vfork;
+}
+
+/* Whether the fork under way is pp_fork()'s, in this thread (the parent names the child). */
+static inline bool fork_named_here(void)
+{
+	return __atomic_load_n(&fork_namer, __ATOMIC_RELAXED) == this_thread();
+}
 
 PP_COMMON static void after_fork_parent(void)
 {
-	if (!tl_fork_names)
+	if (!fork_named_here())
 		pp_reg_fork_parent(0);
 }
 
@@ -83,10 +99,10 @@ PP_COMMON pid_t pp_fork(void)
 	pid_t pid;
 
 	if (names)
-		tl_fork_names = 1;
+		__atomic_store_n(&fork_namer, this_thread(), __ATOMIC_RELAXED);
 	pid = real_fork();
 	if (pid && names) {
-		tl_fork_names = 0;
+		__atomic_store_n(&fork_namer, 0, __ATOMIC_RELAXED);
 		pp_reg_fork_parent(pid);
 	}
 	return pid;
@@ -98,9 +114,9 @@ PP_COMMON static void after_fork_child(void)
 	if (pp_tl_vfork)
 		pp_tl_vfork = 0;
 	/* The holds the parent recorded for this child are its own now. */
-	pp_reg_fork_child(tl_fork_names);
-	if (tl_fork_names)
-		tl_fork_names = 0;
+	pp_reg_fork_child(fork_named_here());
+	if (fork_namer)
+		fork_namer = 0;
 	/* Each step only for what the parent used: its code is not even mapped here otherwise. */
 	if (pp_was_used(PP_USED_PIPES))
 		pp_pipes_after_fork_child();

@@ -28,14 +28,13 @@
 /* One message: prefix, text, newline. Longer messages are cut with "...". */
 #define PP_LOG_MAX 1024
 
-/* PPIPE_DEBUG, as the options set it (pp_log_set_debug). */
-static bool debug_on;
+/* PPIPE_DEBUG, as the options set it (pp_log_set_debug); log.h's pp_debug() reads it. */
+PP_HOT bool pp_log_debug_on;
 
-/* At start-up: with the start-up code, and no page written to say what it says already. */
+/* At start-up: with the start-up code. */
 PP_START void pp_log_set_debug(bool on)
 {
-	if (__atomic_load_n(&debug_on, __ATOMIC_RELAXED) != on)
-		__atomic_store_n(&debug_on, on, __ATOMIC_RELAXED);
+	__atomic_store_n(&pp_log_debug_on, on, __ATOMIC_RELAXED);
 }
 
 void pp_log_raw(int fd, const char *buf, size_t len)
@@ -110,12 +109,12 @@ void pp_warn(const char *fmt, ...)
 	errno = saved;
 }
 
-void pp_debug(const char *fmt, ...)
+void pp_debug_print(const char *fmt, ...)
 {
 	int saved = errno;
 	va_list ap;
 
-	if (!__atomic_load_n(&debug_on, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&pp_log_debug_on, __ATOMIC_RELAXED))
 		return;
 	va_start(ap, fmt);
 	pp_vlog(fmt, ap);
@@ -123,12 +122,12 @@ void pp_debug(const char *fmt, ...)
 	errno = saved;
 }
 
-void pp_debug_once(int *once, const char *fmt, ...)
+void pp_debug_once_print(int *once, const char *fmt, ...)
 {
 	int saved = errno;
 	va_list ap;
 
-	if (!__atomic_load_n(&debug_on, __ATOMIC_RELAXED) ||
+	if (!__atomic_load_n(&pp_log_debug_on, __ATOMIC_RELAXED) ||
 	    __atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
 		return;
 	va_start(ap, fmt);
