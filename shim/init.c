@@ -334,15 +334,30 @@ void pp_stats_report_fd(int fd)
 	report_unlock();
 }
 
-PP_COMMON static void at_exit(void)
+/*
+ * At exit(), in every process: with the start-up code (a program that just
+ * ran its constructor has that page, and no other of the library's), and
+ * testing inline what each step would test first.
+ */
+PP_START static void at_exit(void)
 {
 	if (pp_engine_hooks())
 		pp_engine->exit();
 	if (pp_fault_armed)
 		pp_fault_report();
-	pp_stats_report_now();
+	if (pp_cfg.stats[0] || host_due())
+		pp_stats_report_now();
 	/* This image's registry holds end with it (an exec's were handed on). */
 	pp_reg_release_all();
+}
+
+/*
+ * The library's DT_FINI (the link names it): the C runtime's own _fini does
+ * nothing but sits on the last page of the code, which no other exit work
+ * touches (a page fault in every process that calls exit()).
+ */
+PP_START void pp_fini(void)
+{
 }
 
 PP_COMMON void pp_exit(int status, bool upper)
@@ -378,7 +393,7 @@ extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (
 			     void *dso);
 extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 
-PP_COMMON static void at_exit_arg(void *unused)
+PP_START static void at_exit_arg(void *unused)
 {
 	(void)unused;
 	at_exit();

@@ -665,12 +665,14 @@ PP_COMMON static char *put_num(char *out, unsigned long v)
 /* Writes "<id>.<key>" (the registry's name in PPIPE_REGISTRY) at @out; returns the end. */
 PP_COMMON static char *put_name(char *out, int id, uint64_t key)
 {
-	static const char hex[] = "0123456789abcdef";
-
 	out = put_num(out, (unsigned long)id);
 	*out++ = '.';
-	for (int sh = 60; sh >= 0; sh -= 4)
-		*out++ = hex[(key >> sh) & 0xf];
+	/* Digits by arithmetic: a table would be a page of constants of its own. */
+	for (int sh = 60; sh >= 0; sh -= 4) {
+		int d = (int)((key >> sh) & 0xf);
+
+		*out++ = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+	}
 	*out = 0;
 	return out;
 }
@@ -1019,7 +1021,7 @@ PP_START int pp_reg_join(char **envp)
 	uint64_t key;
 
 	for (char **e = envp; e && *e; e++)
-		if (!strncmp(*e, REG_VAR, sizeof(REG_VAR) - 1))
+		if (pp_has_prefix(*e, REG_VAR))
 			v = *e + sizeof(REG_VAR) - 1;
 	if (!v || !*v)
 		return -ENOENT;
