@@ -19,6 +19,7 @@
 #include "fdtable.h"
 
 #include "compiler.h"
+#include "solo.h"
 #include "sys.h"
 
 #include <fcntl.h>
@@ -83,8 +84,8 @@ static void raise_top(int fd)
 {
 	int top = __atomic_load_n(&fdt_top, __ATOMIC_RELAXED);
 
-	while (fd >= top && !__atomic_compare_exchange_n(&fdt_top, &top, fd + 1, true,
-							 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+	while (fd >= top &&
+	       !pp_solo_cas(&fdt_top, &top, fd + 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		;
 }
 
@@ -109,8 +110,7 @@ PP_COMMON static uint64_t swap_entry(int fd, uint64_t content)
 	old = __atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE);
 	do
 		next = (old & ~W_CONTENT) + (1ull << W_EPOCH_SHIFT) + content;
-	while (!__atomic_compare_exchange_n(&fdt[fd], &old, next, true, __ATOMIC_SEQ_CST,
-					    __ATOMIC_ACQUIRE));
+	while (!pp_solo_cas(&fdt[fd], &old, next, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE));
 	return old;
 }
 
@@ -121,9 +121,8 @@ PP_COMMON void pp_fdt_invalidate(int fd)
 	if (!fdt || (unsigned int)fd >= (unsigned int)pp_fdt_top())
 		return;
 	old = __atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE);
-	while ((old & W_CONTENT) &&
-	       !__atomic_compare_exchange_n(&fdt[fd], &old, old + (1ull << W_EPOCH_SHIFT), true,
-					    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+	while ((old & W_CONTENT) && !pp_solo_cas(&fdt[fd], &old, old + (1ull << W_EPOCH_SHIFT),
+						 __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
 		;
 }
 
@@ -219,6 +218,21 @@ PP_COMMON void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
 	}
 	pp_pipe_get_fd(p, end);
 	release_entry(swap_entry(fd, encode(p, end)));
+}
+
+PP_COMMON int pp_fdt_set_new(const int fds[2], struct pp_pipe *p)
+{
+	bool r = fdt && fds[0] >= 0 && fds[0] < fdt_size;
+	bool w = fdt && fds[1] >= 0 && fds[1] < fdt_size;
+
+	/* Plain stores: nobody can reach @p before the first entry names it. */
+	p->fd_refs = r + w;
+	p->wfd_refs = w;
+	if (r)
+		release_entry(swap_entry(fds[0], encode(p, PP_END_READ)));
+	if (w)
+		release_entry(swap_entry(fds[1], encode(p, PP_END_WRITE)));
+	return r + w;
 }
 
 PP_COMMON void pp_fdt_mark_plain(int fd)

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "registry.h"
 #include "ring.h"
+#include "solo.h"
 #include "sys.h"
 #include "turn.h"
 
@@ -73,14 +74,13 @@ static struct pp_pipe *slot_pop(void)
 
 	do {
 		if (!(uint32_t)top) {
-			i = __atomic_fetch_add(&slots_used, 1, __ATOMIC_ACQ_REL);
+			i = pp_solo_fetch_add(&slots_used, 1, __ATOMIC_ACQ_REL);
 			return i < PP_MAX_PIPES ? &slots[i] : NULL;
 		}
 		i = (uint32_t)top - 1;
 		next = ((top >> 32) + 1) << 32 |
 		       __atomic_load_n(&slots[i].next_free, __ATOMIC_RELAXED);
-	} while (!__atomic_compare_exchange_n(&free_top, &top, next, true, __ATOMIC_ACQ_REL,
-					      __ATOMIC_ACQUIRE));
+	} while (!pp_solo_cas(&free_top, &top, next, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 	return &slots[i];
 }
 
@@ -92,8 +92,7 @@ static void slot_push(struct pp_pipe *s)
 	do {
 		__atomic_store_n(&s->next_free, (uint32_t)top, __ATOMIC_RELAXED);
 		next = ((top >> 32) + 1) << 32 | (i + 1);
-	} while (!__atomic_compare_exchange_n(&free_top, &top, next, true, __ATOMIC_RELEASE,
-					      __ATOMIC_RELAXED));
+	} while (!pp_solo_cas(&free_top, &top, next, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
 static void registry_release(struct pp_pipe *p)
@@ -118,7 +117,7 @@ PP_COMMON struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capac
 	__atomic_store_n(&p->ino, ino, __ATOMIC_RELEASE);
 	p->created_here = created_here;
 	__atomic_store_n(&p->sh, &p->local, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&live_pipes, 1, __ATOMIC_RELAXED);
+	pp_solo_fetch_add(&live_pipes, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->state, PP_PIPE_LIVE, __ATOMIC_RELEASE);
 	pp_pipe_note_capacity(p, capacity);
 	return p;
@@ -183,29 +182,35 @@ PP_COMMON static void pipe_try_free(struct pp_pipe *p)
 	if (__atomic_load_n(&p->users, __ATOMIC_ACQUIRE))
 		return;
 	/* DEAD -> FREED claims the right to free it, exactly once. */
-	if (!__atomic_compare_exchange_n(&p->state, &expected, PP_PIPE_FREED, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (!pp_solo_cas(&p->state, &expected, PP_PIPE_FREED, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
-	__atomic_fetch_add(&p->gen, 1, __ATOMIC_RELEASE);
+	/* Only the one that won the state above writes it: no locked add. */
+	__atomic_store_n(&p->gen, __atomic_load_n(&p->gen, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 	pp_pipe_report_closed(p);
 	pp_rings_free(&p->rings);
 	registry_release(p);
-	__atomic_sub_fetch(&live_pipes, 1, __ATOMIC_RELAXED);
+	pp_solo_fetch_add(&live_pipes, -1, __ATOMIC_RELAXED);
 	slot_push(p);
+}
+
+void pp_pipe_discard(struct pp_pipe *p)
+{
+	__atomic_store_n(&p->state, PP_PIPE_DEAD, __ATOMIC_RELEASE);
+	pipe_try_free(p);
 }
 
 PP_COMMON void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end)
 {
 	if (end == PP_END_WRITE)
-		__atomic_fetch_add(&p->wfd_refs, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&p->fd_refs, 1, __ATOMIC_RELAXED);
+		pp_solo_fetch_add(&p->wfd_refs, 1, __ATOMIC_RELAXED);
+	pp_solo_fetch_add(&p->fd_refs, 1, __ATOMIC_RELAXED);
 }
 
 PP_COMMON void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
 {
 	if (end == PP_END_WRITE)
-		__atomic_fetch_sub(&p->wfd_refs, 1, __ATOMIC_RELAXED);
-	if (__atomic_sub_fetch(&p->fd_refs, 1, __ATOMIC_ACQ_REL) > 0)
+		pp_solo_fetch_add(&p->wfd_refs, -1, __ATOMIC_RELAXED);
+	if (pp_solo_sub_fetch(&p->fd_refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	__atomic_store_n(&p->state, PP_PIPE_DEAD, __ATOMIC_RELEASE);
 	pipe_try_free(p);
@@ -213,7 +218,7 @@ PP_COMMON void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
 
 PP_COMMON bool pp_pipe_enter(struct pp_pipe *p)
 {
-	__atomic_fetch_add(&p->users, 1, __ATOMIC_ACQ_REL);
+	pp_solo_fetch_add(&p->users, 1, __ATOMIC_ACQ_REL);
 	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_LIVE)
 		return true;
 	pp_pipe_leave(p);
@@ -222,7 +227,7 @@ PP_COMMON bool pp_pipe_enter(struct pp_pipe *p)
 
 PP_COMMON void pp_pipe_leave(struct pp_pipe *p)
 {
-	if (__atomic_sub_fetch(&p->users, 1, __ATOMIC_ACQ_REL) == 0 &&
+	if (pp_solo_sub_fetch(&p->users, 1, __ATOMIC_ACQ_REL) == 0 &&
 	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_DEAD)
 		pipe_try_free(p);
 }

@@ -104,6 +104,8 @@ int pp_pipe_share(struct pp_pipe *p);
  * known while no holder is pending. NULL when there is no room.
  */
 struct pp_pipe *pp_pipe_adopt(uint64_t ino, struct pp_shared *sh);
+/* Frees @p, new and named by no fd (pp_fdt_set_new() could not hold its fds). */
+void pp_pipe_discard(struct pp_pipe *p);
 /* An fd now refers to @p / no longer does. */
 void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end);
 void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end);

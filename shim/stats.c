@@ -13,6 +13,7 @@
 #include "compiler.h"
 #include "config.h"
 #include "log.h"
+#include "solo.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -50,7 +51,7 @@ PP_COMMON void pp_stats_fold(const struct pp_counters *c)
 
 		if (v) {
 			pp_mark_used(PP_USED_STATS);
-			__atomic_fetch_add(&pp_totals_closed.v[i], v, __ATOMIC_RELAXED);
+			pp_solo_fetch_add(&pp_totals_closed.v[i], v, __ATOMIC_RELAXED);
 		}
 	}
 }
@@ -76,7 +77,7 @@ PP_COMMON void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *re
 	if (!__atomic_load_n(&c->v[PP_CNT_bytes_accelerated], __ATOMIC_RELAXED) &&
 	    !__atomic_load_n(&c->v[PP_CNT_bytes_passthrough], __ATOMIC_RELAXED))
 		return;
-	i = __atomic_fetch_add(&closed_n, 1, __ATOMIC_RELAXED);
+	i = pp_solo_fetch_add(&closed_n, 1, __ATOMIC_RELAXED);
 	if (i >= PP_CLOSED_MAX)
 		return;
 	r = &closed[i].r;
