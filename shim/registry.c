@@ -366,6 +366,8 @@ PP_HOT static uint64_t mine[OWN_MAX];
 PP_HOT static uint64_t forked[OWN_MAX];
 PP_HOT int pp_reg_nforked;
 #define nforked pp_reg_nforked
+/* reg_boot_ns()'s count (registry_layout.h). */
+PP_HOT int pp_reg_clock_reads;
 /* Whether mine[] may list anything (a fork child then forgets it). */
 PP_HOT int pp_reg_nmine;
 #define nmine pp_reg_nmine
@@ -616,7 +618,11 @@ PP_COMMON void pp_reg_fork_child_work(bool named)
 	for (int i = 0; i < OWN_MAX; i++)
 		if (mine[i])
 			mine[i] = 0;
-	nmine = 0;
+	if (nmine)
+		nmine = 0;
+	/* The vDSO's data page is not the child's until it reads it: its first reads by system call. */
+	if (pp_reg_clock_reads)
+		pp_reg_clock_reads = 0;
 	if (!nforked)
 		return;
 	/* A fork libppipe did not see return (libc's own): the child names them. */
