@@ -51,12 +51,9 @@ PP_COMMON int pp_pipe2(int fds[2], int flags)
 {
 	int r = real_pipe2(fds, flags);
 
-	if (!r) {
-		int saved = errno;
-
+	/* No system call there but the first pipe's mmap, which keeps errno. */
+	if (!r)
 		track_new_pipe(fds, flags);
-		errno = saved;
-	}
 	return r;
 }
 

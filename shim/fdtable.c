@@ -22,6 +22,7 @@
 #include "solo.h"
 #include "sys.h"
 
+#include <errno.h>
 #include <fcntl.h>
 
 #include <stddef.h>
@@ -46,14 +47,17 @@ PP_COMMON int pp_fdt_map(void)
 	struct rlimit rl = { 0, 0 };
 	uint64_t *t;
 	size_t n = FDT_MIN;
+	int saved;
 
 	if (__atomic_load_n(&fdt, __ATOMIC_ACQUIRE))
 		return 0;
+	saved = errno; /* the caller's (pipe()): mmap may set it */
 	/* The hard limit: the soft one can be raised later without us. */
 	if (!PP_SYSCALL(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_max > n)
 		n = rl.rlim_max > FDT_MAX ? FDT_MAX : rl.rlim_max;
 	t = mmap(NULL, n * sizeof(*t), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	errno = saved;
 	if (t == MAP_FAILED)
 		return -ENOMEM;
 	/*
@@ -201,12 +205,15 @@ static struct pp_pipe *decode(uint64_t w, enum pp_end *end, uint32_t *gen)
 }
 
 /* Drops the fd reference an old entry held. */
-PP_COMMON static void release_entry(uint64_t old)
+static inline void release_entry(uint64_t old)
 {
 	enum pp_end end;
 	uint32_t gen;
-	struct pp_pipe *p = decode(old, &end, &gen);
+	struct pp_pipe *p;
 
+	if (!(old & W_VALID))
+		return;
+	p = decode(old, &end, &gen);
 	if (p && gen_matches(p, gen))
 		pp_pipe_put_fd(p, end);
 }
