@@ -26,7 +26,11 @@
 /*
  * State every process reads on its way through write(), fork, exec and
  * exit, kept together in one section: the page that loading writes anyway
- * (the options), so that a fork child reads it without a page fault.
+ * (the options, and the dynamic loader zeroes the start of .bss there), so
+ * that a fork child reads it without a page fault and writes all of it
+ * with one. What a fork child or a program that just started writes
+ * belongs here too. The section must stay on that one page (the test
+ * hot-page checks it, and prints what is left).
  */
 #define PP_HOT __attribute__((section("pp_hot")))
 

@@ -14,6 +14,7 @@
 
 #include "compiler.h"
 #include "log.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -789,15 +790,26 @@ PP_START void pp_config_load_env(char *const *envp, bool secure)
 	}
 }
 
-PP_START void pp_config_load(char *const *envp)
+PP_START bool pp_config_load(char *const *envp)
 {
-	/* No PPIPE_ variable (nearly every process): the table's initial values are the defaults. */
+	/*
+	 * No PPIPE_ variable (nearly every process): the table's initial values
+	 * are the defaults. (No strncmp: its first call through the PLT would
+	 * cost more than this whole loop.)
+	 */
+	bool any = false;
+
 	for (char *const *e = envp; e && *e; e++) {
-		if ((*e)[0] == 'P' && !strncmp(*e, "PPIPE_", 6)) {
+		if ((*e)[0] != 'P' || !pp_has_prefix(*e, "PPIPE_"))
+			continue;
+		any = true;
+		/* The registry's own variable (a program started by a libppipe tree) sets no option. */
+		if (!pp_has_prefix(*e + 6, "REGISTRY=")) {
 			pp_config_load_env(envp, getauxval(AT_SECURE) != 0);
-			return;
+			return true;
 		}
 	}
+	return any;
 }
 
 PP_START void pp_config_dump(int fd)

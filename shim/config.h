@@ -90,9 +90,11 @@ static inline bool pp_was_used(unsigned int bit)
  * into pp_cfg. Never fails: a bad value prints one line on stderr naming
  * the variable, the value and what is used instead. Calls no function
  * that libppipe interposes other than write(2) on fd 2 through
- * pp_log_raw().
+ * pp_log_raw(). Returns whether @envp has any PPIPE_ variable at all
+ * (an option, a test's, the registry's): without one, nothing else at
+ * start-up needs to look.
  */
-void pp_config_load(char *const *envp);
+bool pp_config_load(char *const *envp);
 
 /*
  * pp_config_load() with the AT_SECURE decision made by the caller (for

@@ -320,7 +320,7 @@ PP_COMMON void pp_exec_failed(struct pp_exec_ctx *x)
 PP_START bool pp_exec_inherited(char **envp)
 {
 	for (char **e = envp; e && *e; e++)
-		if (!strncmp(*e, REG_VAR, sizeof(REG_VAR) - 1))
+		if (pp_has_prefix(*e, REG_VAR))
 			return true;
 	return false;
 }

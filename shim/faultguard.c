@@ -4,8 +4,8 @@
 #include "compiler.h"
 #include "log.h"
 #include "once.h"
+#include "real.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <string.h>
@@ -88,7 +88,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 PP_START void pp_faultguard_bind(void)
 {
 	if (!real_sigaction)
-		real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+		real_sigaction = PP_REAL(sigaction);
 }
 
 /*

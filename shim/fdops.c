@@ -41,21 +41,19 @@ static void track_new_pipe(const int fds[2], int flags)
 		return;
 	p->accel = true;
 	p->reason = "created here, readers known";
-	pp_pipe_set_nonblock(p, flags & O_NONBLOCK);
-	pp_fdt_set(fds[0], p, PP_END_READ);
-	pp_fdt_set(fds[1], p, PP_END_WRITE);
+	if (flags & O_NONBLOCK)
+		pp_pipe_set_nonblock(p, true);
+	if (!pp_fdt_set_new(fds, p))
+		pp_pipe_discard(p);
 }
 
 PP_COMMON int pp_pipe2(int fds[2], int flags)
 {
 	int r = real_pipe2(fds, flags);
 
-	if (!r) {
-		int saved = errno;
-
+	/* No system call there but the first pipe's mmap, which keeps errno. */
+	if (!r)
 		track_new_pipe(fds, flags);
-		errno = saved;
-	}
 	return r;
 }
 

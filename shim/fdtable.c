@@ -19,8 +19,10 @@
 #include "fdtable.h"
 
 #include "compiler.h"
+#include "solo.h"
 #include "sys.h"
 
+#include <errno.h>
 #include <fcntl.h>
 
 #include <stddef.h>
@@ -45,14 +47,17 @@ PP_COMMON int pp_fdt_map(void)
 	struct rlimit rl = { 0, 0 };
 	uint64_t *t;
 	size_t n = FDT_MIN;
+	int saved;
 
 	if (__atomic_load_n(&fdt, __ATOMIC_ACQUIRE))
 		return 0;
+	saved = errno; /* the caller's (pipe()): mmap may set it */
 	/* The hard limit: the soft one can be raised later without us. */
 	if (!PP_SYSCALL(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_max > n)
 		n = rl.rlim_max > FDT_MAX ? FDT_MAX : rl.rlim_max;
 	t = mmap(NULL, n * sizeof(*t), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	errno = saved;
 	if (t == MAP_FAILED)
 		return -ENOMEM;
 	/*
@@ -83,8 +88,8 @@ static void raise_top(int fd)
 {
 	int top = __atomic_load_n(&fdt_top, __ATOMIC_RELAXED);
 
-	while (fd >= top && !__atomic_compare_exchange_n(&fdt_top, &top, fd + 1, true,
-							 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+	while (fd >= top &&
+	       !pp_solo_cas(&fdt_top, &top, fd + 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		;
 }
 
@@ -109,8 +114,7 @@ PP_COMMON static uint64_t swap_entry(int fd, uint64_t content)
 	old = __atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE);
 	do
 		next = (old & ~W_CONTENT) + (1ull << W_EPOCH_SHIFT) + content;
-	while (!__atomic_compare_exchange_n(&fdt[fd], &old, next, true, __ATOMIC_SEQ_CST,
-					    __ATOMIC_ACQUIRE));
+	while (!pp_solo_cas(&fdt[fd], &old, next, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE));
 	return old;
 }
 
@@ -121,9 +125,8 @@ PP_COMMON void pp_fdt_invalidate(int fd)
 	if (!fdt || (unsigned int)fd >= (unsigned int)pp_fdt_top())
 		return;
 	old = __atomic_load_n(&fdt[fd], __ATOMIC_ACQUIRE);
-	while ((old & W_CONTENT) &&
-	       !__atomic_compare_exchange_n(&fdt[fd], &old, old + (1ull << W_EPOCH_SHIFT), true,
-					    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+	while ((old & W_CONTENT) && !pp_solo_cas(&fdt[fd], &old, old + (1ull << W_EPOCH_SHIFT),
+						 __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
 		;
 }
 
@@ -202,12 +205,15 @@ static struct pp_pipe *decode(uint64_t w, enum pp_end *end, uint32_t *gen)
 }
 
 /* Drops the fd reference an old entry held. */
-PP_COMMON static void release_entry(uint64_t old)
+static inline void release_entry(uint64_t old)
 {
 	enum pp_end end;
 	uint32_t gen;
-	struct pp_pipe *p = decode(old, &end, &gen);
+	struct pp_pipe *p;
 
+	if (!(old & W_VALID))
+		return;
+	p = decode(old, &end, &gen);
 	if (p && gen_matches(p, gen))
 		pp_pipe_put_fd(p, end);
 }
@@ -219,6 +225,21 @@ PP_COMMON void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
 	}
 	pp_pipe_get_fd(p, end);
 	release_entry(swap_entry(fd, encode(p, end)));
+}
+
+PP_COMMON int pp_fdt_set_new(const int fds[2], struct pp_pipe *p)
+{
+	bool r = fdt && fds[0] >= 0 && fds[0] < fdt_size;
+	bool w = fdt && fds[1] >= 0 && fds[1] < fdt_size;
+
+	/* Plain stores: nobody can reach @p before the first entry names it. */
+	p->fd_refs = r + w;
+	p->wfd_refs = w;
+	if (r)
+		release_entry(swap_entry(fds[0], encode(p, PP_END_READ)));
+	if (w)
+		release_entry(swap_entry(fds[1], encode(p, PP_END_WRITE)));
+	return r + w;
 }
 
 PP_COMMON void pp_fdt_mark_plain(int fd)

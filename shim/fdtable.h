@@ -25,6 +25,13 @@ int pp_fdt_map(void);
 
 /* Associates @fd with end @end of @p (takes an fd reference). */
 void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end);
+/*
+ * Associates the two fds pipe() just made (the read end @fds[0], the write
+ * end @fds[1]) with @p, an object nobody else can see yet, whose fd
+ * references are set in one go rather than taken one by one. Returns how
+ * many of them the table holds: with none, @p is the caller's to discard.
+ */
+int pp_fdt_set_new(const int fds[2], struct pp_pipe *p);
 /* Remembers that @fd is not a pipe (trust mode's negative cache). */
 void pp_fdt_mark_plain(int fd);
 bool pp_fdt_is_plain(int fd);

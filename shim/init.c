@@ -64,16 +64,32 @@ PP_COMMON static void before_fork(void)
 }
 
 /*
- * Set by pp_fork() in the forking thread: the parent names the child's
+ * Set by pp_fork() to the forking thread: the parent names the child's
  * registry records once fork() returns its pid, so that the child makes
  * no system call for them. A fork libppipe does not see return (libc's
- * own) leaves it clear: the child then names them itself.
+ * own, or another thread's meanwhile) finds it naming another thread, or
+ * none: the child then names them itself. A thread is told by the address
+ * of its own copy of a thread-local variable, which a fork child keeps.
+ * It is not itself thread-local: it is written where the fork writes the
+ * registry's own words anyway, while a thread's first write after a fork
+ * would be a copy-on-write fault of its own, in every fork.
  */
-static __thread int tl_fork_names __attribute__((tls_model("initial-exec")));
+PP_HOT static uintptr_t fork_namer;
+
+static inline uintptr_t this_thread(void)
+{
+	return (uintptr_t)&pp_tl_vfork;
+}
+
+/* Whether the fork under way is pp_fork()'s, in this thread (the parent names the child). */
+static inline bool fork_named_here(void)
+{
+	return __atomic_load_n(&fork_namer, __ATOMIC_RELAXED) == this_thread();
+}
 
 PP_COMMON static void after_fork_parent(void)
 {
-	if (!tl_fork_names)
+	if (!fork_named_here())
 		pp_reg_fork_parent(0);
 }
 
@@ -83,10 +99,10 @@ PP_COMMON pid_t pp_fork(void)
 	pid_t pid;
 
 	if (names)
-		tl_fork_names = 1;
+		__atomic_store_n(&fork_namer, this_thread(), __ATOMIC_RELAXED);
 	pid = real_fork();
 	if (pid && names) {
-		tl_fork_names = 0;
+		__atomic_store_n(&fork_namer, 0, __ATOMIC_RELAXED);
 		pp_reg_fork_parent(pid);
 	}
 	return pid;
@@ -98,9 +114,9 @@ PP_COMMON static void after_fork_child(void)
 	if (pp_tl_vfork)
 		pp_tl_vfork = 0;
 	/* The holds the parent recorded for this child are its own now. */
-	pp_reg_fork_child(tl_fork_names);
-	if (tl_fork_names)
-		tl_fork_names = 0;
+	pp_reg_fork_child(fork_named_here());
+	if (fork_namer)
+		fork_namer = 0;
 	/* Each step only for what the parent used: its code is not even mapped here otherwise. */
 	if (pp_was_used(PP_USED_PIPES))
 		pp_pipes_after_fork_child();
@@ -318,15 +334,30 @@ void pp_stats_report_fd(int fd)
 	report_unlock();
 }
 
-PP_COMMON static void at_exit(void)
+/*
+ * At exit(), in every process: with the start-up code (a program that just
+ * ran its constructor has that page, and no other of the library's), and
+ * testing inline what each step would test first.
+ */
+PP_START static void at_exit(void)
 {
 	if (pp_engine_hooks())
 		pp_engine->exit();
 	if (pp_fault_armed)
 		pp_fault_report();
-	pp_stats_report_now();
+	if (pp_cfg.stats[0] || host_due())
+		pp_stats_report_now();
 	/* This image's registry holds end with it (an exec's were handed on). */
 	pp_reg_release_all();
+}
+
+/*
+ * The library's DT_FINI (the link names it): the C runtime's own _fini does
+ * nothing but sits on the last page of the code, which no other exit work
+ * touches (a page fault in every process that calls exit()).
+ */
+PP_START void pp_fini(void)
+{
 }
 
 PP_COMMON void pp_exit(int status, bool upper)
@@ -350,6 +381,37 @@ PP_COMMON void pp_exit(int status, bool upper)
 	real_exit(status, upper);
 }
 
+#ifdef __GLIBC__
+/*
+ * What glibc's pthread_atfork() and atexit() are: calls of these with the
+ * library's handle, from small functions that the link puts at the far end
+ * of the library's code, a page no other start-up code is on (a page
+ * fault in every process start, for two calls).
+ */
+extern void *__dso_handle __attribute__((visibility("hidden")));
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+			     void *dso);
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+PP_START static void at_exit_arg(void *unused)
+{
+	(void)unused;
+	at_exit();
+}
+
+PP_START static void register_handlers(void)
+{
+	__register_atfork(before_fork, after_fork_parent, after_fork_child, __dso_handle);
+	__cxa_atexit(at_exit_arg, NULL, __dso_handle);
+}
+#else
+PP_START static void register_handlers(void)
+{
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	atexit(at_exit);
+}
+#endif
+
 /* The engine each PPIPE_MODE runs (engine.h): a new engine is one line here. */
 static const struct pp_engine_ops *const engines[] = {
 	[PP_MODE_AUTO] = &pp_engine_vmsplice,
@@ -368,9 +430,13 @@ static const struct pp_engine_ops *const engines[] = {
  */
 PP_START __attribute__((constructor(101))) static void pp_init(void)
 {
+	bool ours;
+
 	pp_real_bind();
-	pp_config_load(environ);
-	pp_fault_init(environ);
+	ours = pp_config_load(environ);
+	/* Test faults and an inherited registry are PPIPE_ variables too. */
+	if (ours)
+		pp_fault_init(environ);
 	if (pp_cfg.verbose)
 		pp_config_dump(2);
 	if (pp_cfg.mode == PP_MODE_OFF) {
@@ -386,17 +452,17 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 	 */
 	if (getauxval(AT_SECURE)) {
 		pp_debug("setuid/setgid program: every call goes to libc, its pipes stay plain");
-		pp_exec_forget_inherited(environ);
+		if (ours)
+			pp_exec_forget_inherited(environ);
 		return;
 	}
 	pp_faultguard_bind();
 	/* Pipe ends inherited through exec from a libppipe process tree. */
-	if (pp_exec_inherited(environ)) {
+	if (ours && pp_exec_inherited(environ)) {
 		pp_exec_start(environ);
 		pp_exec_forget_inherited(
 			environ); /* for libppipe only: the program never sees it */
 	}
-	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-	atexit(at_exit);
+	register_handlers();
 	__atomic_store_n(&pp_is_active, true, __ATOMIC_RELEASE);
 }

@@ -33,4 +33,7 @@ __attribute__((noreturn)) void pp_exit(int status, bool upper);
  */
 pid_t pp_fork(void);
 
+/* The library's finalizer, DT_FINI (shim/meson.build): nothing to do there. */
+void pp_fini(void);
+
 #endif

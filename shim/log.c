@@ -13,6 +13,7 @@
  * buffer, takes no lock and allocates nothing (its "AS-Unsafe heap" mark
  * is for the work buffers of the other cases). Keep new messages so.
  */
+#include "compiler.h"
 #include "log.h"
 
 #include "syscall.h"
@@ -27,12 +28,13 @@
 /* One message: prefix, text, newline. Longer messages are cut with "...". */
 #define PP_LOG_MAX 1024
 
-/* PPIPE_DEBUG, as the options set it (pp_log_set_debug). */
-static bool debug_on;
+/* PPIPE_DEBUG, as the options set it (pp_log_set_debug); log.h's pp_debug() reads it. */
+PP_HOT bool pp_log_debug_on;
 
-void pp_log_set_debug(bool on)
+/* At start-up: with the start-up code. */
+PP_START void pp_log_set_debug(bool on)
 {
-	__atomic_store_n(&debug_on, on, __ATOMIC_RELAXED);
+	__atomic_store_n(&pp_log_debug_on, on, __ATOMIC_RELAXED);
 }
 
 void pp_log_raw(int fd, const char *buf, size_t len)
@@ -107,12 +109,12 @@ void pp_warn(const char *fmt, ...)
 	errno = saved;
 }
 
-void pp_debug(const char *fmt, ...)
+void pp_debug_print(const char *fmt, ...)
 {
 	int saved = errno;
 	va_list ap;
 
-	if (!__atomic_load_n(&debug_on, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&pp_log_debug_on, __ATOMIC_RELAXED))
 		return;
 	va_start(ap, fmt);
 	pp_vlog(fmt, ap);
@@ -120,12 +122,12 @@ void pp_debug(const char *fmt, ...)
 	errno = saved;
 }
 
-void pp_debug_once(int *once, const char *fmt, ...)
+void pp_debug_once_print(int *once, const char *fmt, ...)
 {
 	int saved = errno;
 	va_list ap;
 
-	if (!__atomic_load_n(&debug_on, __ATOMIC_RELAXED) ||
+	if (!__atomic_load_n(&pp_log_debug_on, __ATOMIC_RELAXED) ||
 	    __atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
 		return;
 	va_start(ap, fmt);

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "registry.h"
 #include "ring.h"
+#include "solo.h"
 #include "sys.h"
 #include "turn.h"
 
@@ -36,21 +37,27 @@ PP_HOT static uint64_t free_top; /* tag << 32 | (index + 1) of the top free slot
 PP_HOT static uint32_t slots_used; /* high-water mark (may overshoot PP_MAX_PIPES) */
 PP_HOT static int live_pipes; /* pipes between pp_pipe_new and their free */
 
+/* Maps *@where once (errno is the caller's, kept: pipe() calls this). */
 static void *map_once(void **where, size_t len, int flags)
 {
 	void *p = __atomic_load_n(where, __ATOMIC_ACQUIRE);
 	void *expected = NULL;
+	int saved;
 
 	if (p)
 		return p;
+	saved = errno;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	if (p == MAP_FAILED) {
+		errno = saved;
 		return NULL;
+	}
 	if (!__atomic_compare_exchange_n(where, &expected, p, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
 		munmap(p, len);
-		return expected;
+		p = expected;
 	}
+	errno = saved;
 	return p;
 }
 
@@ -73,14 +80,13 @@ static struct pp_pipe *slot_pop(void)
 
 	do {
 		if (!(uint32_t)top) {
-			i = __atomic_fetch_add(&slots_used, 1, __ATOMIC_ACQ_REL);
+			i = pp_solo_fetch_add(&slots_used, 1, __ATOMIC_ACQ_REL);
 			return i < PP_MAX_PIPES ? &slots[i] : NULL;
 		}
 		i = (uint32_t)top - 1;
 		next = ((top >> 32) + 1) << 32 |
 		       __atomic_load_n(&slots[i].next_free, __ATOMIC_RELAXED);
-	} while (!__atomic_compare_exchange_n(&free_top, &top, next, true, __ATOMIC_ACQ_REL,
-					      __ATOMIC_ACQUIRE));
+	} while (!pp_solo_cas(&free_top, &top, next, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 	return &slots[i];
 }
 
@@ -92,8 +98,7 @@ static void slot_push(struct pp_pipe *s)
 	do {
 		__atomic_store_n(&s->next_free, (uint32_t)top, __ATOMIC_RELAXED);
 		next = ((top >> 32) + 1) << 32 | (i + 1);
-	} while (!__atomic_compare_exchange_n(&free_top, &top, next, true, __ATOMIC_RELEASE,
-					      __ATOMIC_RELAXED));
+	} while (!pp_solo_cas(&free_top, &top, next, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
 static void registry_release(struct pp_pipe *p)
@@ -112,15 +117,34 @@ PP_COMMON struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capac
 	p = slot_pop();
 	if (!p)
 		return NULL;
-	memset((char *)p + offsetof(struct pp_pipe, ino), 0,
-	       offsetof(struct pp_pipe, users) - offsetof(struct pp_pipe, ino));
+	/*
+	 * Field by field, not one memset over them all: that is a rep stos
+	 * here, which takes longer to start than these stores take (every
+	 * pipe() of every process pays it), and it would clear the padding
+	 * between the cache lines too.
+	 */
+	p->reason = NULL;
+	p->accel = false;
+	p->cap_own = 0;
+	p->shared = false;
+	p->marked_here = false;
+	p->engine_word = 0;
+	p->last_fallback = NULL;
+	p->path_told = 0;
+	p->local = (struct pp_shared){ 0 };
+	for (int i = 0; i < PP_CNT_COUNT; i++)
+		__atomic_store_n(&p->cnt.v[i], 0, __ATOMIC_RELAXED);
+	p->rings = (struct pp_rings){ 0 };
+	p->fd_refs = 0;
+	p->wfd_refs = 0;
 	pp_turn_init(&p->turn);
 	__atomic_store_n(&p->ino, ino, __ATOMIC_RELEASE);
 	p->created_here = created_here;
 	__atomic_store_n(&p->sh, &p->local, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&live_pipes, 1, __ATOMIC_RELAXED);
+	pp_solo_fetch_add(&live_pipes, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->state, PP_PIPE_LIVE, __ATOMIC_RELEASE);
-	pp_pipe_note_capacity(p, capacity);
+	if (capacity > 0)
+		pp_pipe_note_capacity(p, capacity);
 	return p;
 }
 
@@ -183,29 +207,35 @@ PP_COMMON static void pipe_try_free(struct pp_pipe *p)
 	if (__atomic_load_n(&p->users, __ATOMIC_ACQUIRE))
 		return;
 	/* DEAD -> FREED claims the right to free it, exactly once. */
-	if (!__atomic_compare_exchange_n(&p->state, &expected, PP_PIPE_FREED, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (!pp_solo_cas(&p->state, &expected, PP_PIPE_FREED, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
-	__atomic_fetch_add(&p->gen, 1, __ATOMIC_RELEASE);
+	/* Only the one that won the state above writes it: no locked add. */
+	__atomic_store_n(&p->gen, __atomic_load_n(&p->gen, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 	pp_pipe_report_closed(p);
 	pp_rings_free(&p->rings);
 	registry_release(p);
-	__atomic_sub_fetch(&live_pipes, 1, __ATOMIC_RELAXED);
+	pp_solo_fetch_add(&live_pipes, -1, __ATOMIC_RELAXED);
 	slot_push(p);
+}
+
+void pp_pipe_discard(struct pp_pipe *p)
+{
+	__atomic_store_n(&p->state, PP_PIPE_DEAD, __ATOMIC_RELEASE);
+	pipe_try_free(p);
 }
 
 PP_COMMON void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end)
 {
 	if (end == PP_END_WRITE)
-		__atomic_fetch_add(&p->wfd_refs, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&p->fd_refs, 1, __ATOMIC_RELAXED);
+		pp_solo_fetch_add(&p->wfd_refs, 1, __ATOMIC_RELAXED);
+	pp_solo_fetch_add(&p->fd_refs, 1, __ATOMIC_RELAXED);
 }
 
 PP_COMMON void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
 {
 	if (end == PP_END_WRITE)
-		__atomic_fetch_sub(&p->wfd_refs, 1, __ATOMIC_RELAXED);
-	if (__atomic_sub_fetch(&p->fd_refs, 1, __ATOMIC_ACQ_REL) > 0)
+		pp_solo_fetch_add(&p->wfd_refs, -1, __ATOMIC_RELAXED);
+	if (pp_solo_sub_fetch(&p->fd_refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	__atomic_store_n(&p->state, PP_PIPE_DEAD, __ATOMIC_RELEASE);
 	pipe_try_free(p);
@@ -213,7 +243,7 @@ PP_COMMON void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end)
 
 PP_COMMON bool pp_pipe_enter(struct pp_pipe *p)
 {
-	__atomic_fetch_add(&p->users, 1, __ATOMIC_ACQ_REL);
+	pp_solo_fetch_add(&p->users, 1, __ATOMIC_ACQ_REL);
 	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_LIVE)
 		return true;
 	pp_pipe_leave(p);
@@ -222,7 +252,7 @@ PP_COMMON bool pp_pipe_enter(struct pp_pipe *p)
 
 PP_COMMON void pp_pipe_leave(struct pp_pipe *p)
 {
-	if (__atomic_sub_fetch(&p->users, 1, __ATOMIC_ACQ_REL) == 0 &&
+	if (pp_solo_sub_fetch(&p->users, 1, __ATOMIC_ACQ_REL) == 0 &&
 	    __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PP_PIPE_DEAD)
 		pipe_try_free(p);
 }

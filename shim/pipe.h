@@ -44,7 +44,7 @@ struct pp_pipe {
 	/* Kept across reuse of the slot (see users below). */
 	uint32_t gen; /* bumped when it is freed: a stale reference sees it (atomic) */
 	uint32_t next_free; /* while free: index + 1 of the next free object, 0 = end (atomic) */
-	/* From here to users, set afresh when the slot is taken. Read-mostly: */
+	/* From here to users, set afresh when the slot is taken (pp_pipe_new(), field by field). Read-mostly: */
 	uint64_t ino; /* 0 until learned (pp_fdt_learn_ino): pipe() does not ask (atomic) */
 	struct pp_shared *sh; /* &local, or its registry slot once shared (atomic) */
 	const char *reason; /* why it is (not) accelerated, for the stats */
@@ -104,6 +104,8 @@ int pp_pipe_share(struct pp_pipe *p);
  * known while no holder is pending. NULL when there is no room.
  */
 struct pp_pipe *pp_pipe_adopt(uint64_t ino, struct pp_shared *sh);
+/* Frees @p, new and named by no fd (pp_fdt_set_new() could not hold its fds). */
+void pp_pipe_discard(struct pp_pipe *p);
 /* An fd now refers to @p / no longer does. */
 void pp_pipe_get_fd(struct pp_pipe *p, enum pp_end end);
 void pp_pipe_put_fd(struct pp_pipe *p, enum pp_end end);
@@ -171,13 +173,17 @@ static inline const char *pp_pipe_path(const struct pp_pipe *p, const char **why
 	return "vmsplice";
 }
 
-/* @p ends: its counters go to the process totals, its story to the report. */
+/* @p ends: its counters go to the process totals, its story (if listed) to the report. */
 static inline void pp_pipe_report_closed(const struct pp_pipe *p)
 {
-	const char *why, *path = pp_pipe_path(p, &why);
+	long entry = pp_stats_fold_closed(&p->cnt);
+	const char *why, *path;
 
-	pp_stats_fold_pipe(pp_pipe_ino(p), path, why,
-			   __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED), &p->cnt);
+	if (entry < 0)
+		return;
+	path = pp_pipe_path(p, &why);
+	pp_stats_list_closed(entry, pp_pipe_ino(p), path, why,
+			     __atomic_load_n(&p->last_fallback, __ATOMIC_RELAXED), &p->cnt);
 }
 
 /* Records a capacity seen by F_SETPIPE_SZ/F_GETPIPE_SZ. */

@@ -4,54 +4,218 @@
 #include "compiler.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 PP_HOT struct pp_real pp_real;
 
+/*
+ * Binding at load used to be one dlsym(RTLD_NEXT) per name: about 850
+ * instructions each (dlerror's frame, the lock, finding the caller's
+ * object), some 30,000 in every process start. The dynamic linker's own
+ * tables say the same for a few hundred: the objects loaded after this
+ * one, in the order dlsym searches them, each with its GNU hash table.
+ * What they cannot settle is asked of dlsym, as before.
+ */
+
+/* The names, one string (on the page loading writes anyway: no fault for a constant page). */
+#define PP_REAL_NAME(ret, name, params) #name "\0"
+PP_HOT static char real_names[] = PP_REAL_FUNCS(PP_REAL_NAME);
+#undef PP_REAL_NAME
+#define PP_REAL_ONE(ret, name, params) +1
+enum { PP_REAL_COUNT = 0 PP_REAL_FUNCS(PP_REAL_ONE) };
+#undef PP_REAL_ONE
+
+/* This object's dynamic section: how it knows itself among the loaded ones. */
+extern ElfW(Dyn) _DYNAMIC[] __attribute__((visibility("hidden")));
+
+#if __ELF_NATIVE_CLASS == 64
+#define SYM_BIND ELF64_ST_BIND
+#define SYM_TYPE ELF64_ST_TYPE
+#else
+#define SYM_BIND ELF32_ST_BIND
+#define SYM_TYPE ELF32_ST_TYPE
+#endif
+
+typedef ElfW(Sym) elf_sym;
+typedef ElfW(Versym) elf_versym;
+typedef ElfW(Dyn) elf_dyn;
+
+/* One loaded object's dynamic symbol tables. */
+struct dso {
+	ElfW(Addr) base;
+	const uint32_t *gnu_hash;
+	const elf_sym *syms;
+	const char *strs;
+	const elf_versym *vers; /* NULL: no versions */
+};
+
+/* A table's address: the dynamic linker relocates them in place, except in a read-only .dynamic. */
+PP_START static const void *dyn_addr(ElfW(Addr) v, ElfW(Addr) base)
+{
+	return (const void *)(v < base ? base + v : v);
+}
+
+/* @m's tables; false when it has no GNU hash table (then only dlsym can search it). */
+PP_START static bool dso_of(const struct link_map *m, struct dso *d)
+{
+	*d = (struct dso){ .base = m->l_addr };
+	for (const elf_dyn *e = m->l_ld; e && e->d_tag != DT_NULL; e++) {
+		if (e->d_tag == DT_GNU_HASH)
+			d->gnu_hash = dyn_addr(e->d_un.d_ptr, m->l_addr);
+		else if (e->d_tag == DT_SYMTAB)
+			d->syms = dyn_addr(e->d_un.d_ptr, m->l_addr);
+		else if (e->d_tag == DT_STRTAB)
+			d->strs = dyn_addr(e->d_un.d_ptr, m->l_addr);
+		else if (e->d_tag == DT_VERSYM)
+			d->vers = dyn_addr(e->d_un.d_ptr, m->l_addr);
+	}
+	return d->gnu_hash && d->syms && d->strs;
+}
+
+PP_START static uint32_t gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+PP_START static bool same_name(const char *a, const char *b)
+{
+	for (; *a && *a == *b; a++, b++)
+		;
+	return *a == *b;
+}
+
+/*
+ * Looks @name (hash @h) up in @d as dlsym does for a name without a
+ * version: an unversioned definition first, else the one default
+ * version. 1: found (*@fn), 0: not defined there, -1: defined there in a
+ * way left to dlsym (an IFUNC, something other than a function, two
+ * default versions, a table that does not add up).
+ */
+PP_START static int dso_find(const struct dso *d, const char *name, uint32_t h, void **fn)
+{
+	const uint32_t nbuckets = d->gnu_hash[0], symoffset = d->gnu_hash[1];
+	const uint32_t nwords = d->gnu_hash[2], shift = d->gnu_hash[3];
+	const ElfW(Addr) *bloom = (const ElfW(Addr) *)&d->gnu_hash[4];
+	const uint32_t bits = sizeof(ElfW(Addr)) * 8, *buckets, *chain;
+	const elf_sym *found = NULL;
+	ElfW(Addr) word;
+	int defaults = 0;
+	uint32_t i;
+
+	if (!nbuckets || !nwords || nwords & (nwords - 1))
+		return nbuckets ? -1 : 0;
+	word = bloom[(h / bits) & (nwords - 1)];
+	if (!((word >> (h % bits)) & (word >> ((h >> shift) % bits)) & 1))
+		return 0;
+	buckets = (const uint32_t *)&bloom[nwords];
+	chain = &buckets[nbuckets];
+	i = buckets[h % nbuckets];
+	if (!i)
+		return 0;
+	if (i < symoffset)
+		return -1;
+	for (;; i++) {
+		uint32_t ch = chain[i - symoffset];
+		const elf_sym *s = &d->syms[i];
+
+		if (((ch ^ h) >> 1) == 0 && s->st_shndx != SHN_UNDEF && s->st_value &&
+		    (SYM_BIND(s->st_info) == STB_GLOBAL || SYM_BIND(s->st_info) == STB_WEAK) &&
+		    same_name(name, d->strs + s->st_name)) {
+			elf_versym v = d->vers ? d->vers[i] : 0;
+
+			if ((v & 0x7fff) < 2) {
+				found = s; /* unversioned: it, whatever else there is */
+				defaults = 1;
+				break;
+			}
+			if (!(v & 0x8000) && !defaults++)
+				found = s; /* the default version */
+		}
+		if (ch & 1)
+			break;
+	}
+	if (!found)
+		return 0;
+	if (defaults > 1 || SYM_TYPE(found->st_info) != STT_FUNC)
+		return -1;
+	*fn = (void *)(d->base + found->st_value);
+	return 1;
+}
+
+/*
+ * The objects after this one, as the dynamic linker loaded them: for the
+ * objects loaded at start (all of them, while constructors run), the
+ * order of the global scope that dlsym(RTLD_NEXT) searches. Fills what it
+ * can settle into @fn (@done marks it), and stops at an object it cannot
+ * search: the rest is dlsym's.
+ */
+PP_START static void walk_next(const char *const name[PP_REAL_COUNT], void *fn[PP_REAL_COUNT],
+			       bool done[PP_REAL_COUNT])
+{
+	const struct link_map *m = _r_debug.r_map;
+	uint32_t hash[PP_REAL_COUNT];
+	int left = PP_REAL_COUNT;
+
+	while (m && m->l_ld != _DYNAMIC)
+		m = m->l_next;
+	if (!m)
+		return; /* not in the main namespace's list (dlmopen): dlsym knows */
+	for (int k = 0; k < PP_REAL_COUNT; k++)
+		hash[k] = gnu_hash(name[k]);
+	for (m = m->l_next; m && left; m = m->l_next) {
+		struct dso d;
+
+		if (!dso_of(m, &d))
+			return;
+		for (int k = 0; k < PP_REAL_COUNT; k++) {
+			int r;
+
+			if (done[k])
+				continue;
+			r = dso_find(&d, name[k], hash[k], &fn[k]);
+			if (r)
+				done[k] = true, left--;
+			if (r < 0)
+				fn[k] = NULL; /* dlsym's to answer */
+		}
+	}
+}
+
+PP_HOT static int bound;
+
 PP_START void pp_real_bind(void)
 {
-	static int bound;
+	void *fn[PP_REAL_COUNT] = { NULL };
+	bool done[PP_REAL_COUNT] = { false };
+	const char *name[PP_REAL_COUNT];
+	const char *n = real_names;
+	int k;
 
 	if (__atomic_exchange_n(&bound, 1, __ATOMIC_ACQ_REL))
 		return;
-#define BIND(name) pp_real.name = (__typeof__(pp_real.name))dlsym(RTLD_NEXT, #name)
-	BIND(write);
-	BIND(writev);
-	BIND(read);
-	BIND(readv);
-	BIND(pipe);
-	BIND(pipe2);
-	BIND(close);
-	BIND(dup);
-	BIND(dup2);
-	BIND(dup3);
-	BIND(fcntl);
-	BIND(fcntl64);
-	BIND(fork);
-	BIND(_exit);
-	BIND(_Exit);
-	BIND(splice);
-	BIND(tee);
-	BIND(vmsplice);
-	BIND(execve);
-	BIND(execveat);
-	BIND(fexecve);
-	BIND(posix_spawn);
-	BIND(posix_spawnp);
-	BIND(close_range);
-	BIND(execv);
-	BIND(execvp);
-	BIND(execvpe);
-	BIND(system);
-	BIND(popen);
-	BIND(fclose);
-	BIND(ioctl);
-	BIND(closefrom);
-	BIND(sendmsg);
-#undef BIND
+	for (k = 0; k < PP_REAL_COUNT; k++) {
+		name[k] = n;
+		while (*n++)
+			;
+	}
+	walk_next(name, fn, done);
+	for (k = 0; k < PP_REAL_COUNT; k++)
+		if (!fn[k])
+			fn[k] = dlsym(RTLD_NEXT, name[k]);
+	k = 0;
+#define PP_REAL_SET(ret, name, params) pp_real.name = (ret(*) params)fn[k++];
+	PP_REAL_FUNCS(PP_REAL_SET)
+#undef PP_REAL_SET
 }
 
 /*

@@ -17,52 +17,70 @@
 #include <sys/uio.h>
 
 struct msghdr;
+struct sigaction;
+
+/*
+ * The functions, in the order they are bound: return type, name,
+ * parameters. The struct's fields and the names looked up come from this
+ * one list.
+ */
+#define PP_REAL_FUNCS(X)                                                                         \
+	X(ssize_t, write, (int, const void *, size_t))                                           \
+	X(ssize_t, writev, (int, const struct iovec *, int))                                     \
+	X(ssize_t, read, (int, void *, size_t))                                                  \
+	X(ssize_t, readv, (int, const struct iovec *, int))                                      \
+	X(int, pipe, (int[2]))                                                                   \
+	X(int, pipe2, (int[2], int))                                                             \
+	X(int, close, (int))                                                                     \
+	X(int, dup, (int))                                                                       \
+	X(int, dup2, (int, int))                                                                 \
+	X(int, dup3, (int, int, int))                                                            \
+	X(int, fcntl, (int, int, ...))                                                           \
+	X(int, fcntl64, (int, int, ...))                                                         \
+	X(pid_t, fork, (void))                                                                   \
+	X(void, _exit, (int))                                                                    \
+	X(void, _Exit, (int))                                                                    \
+	X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned int))                 \
+	X(ssize_t, tee, (int, int, size_t, unsigned int))                                        \
+	X(ssize_t, vmsplice, (int, const struct iovec *, size_t, unsigned int))                  \
+	X(int, execve, (const char *, char *const[], char *const[]))                             \
+	X(int, execveat, (int, const char *, char *const[], char *const[], int))                 \
+	X(int, fexecve, (int, char *const[], char *const[]))                                     \
+	X(int, posix_spawn,                                                                      \
+	  (pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, \
+	   char *const[], char *const[]))                                                        \
+	X(int, posix_spawnp,                                                                     \
+	  (pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, \
+	   char *const[], char *const[]))                                                        \
+	X(int, close_range, (unsigned int, unsigned int, int))                                   \
+	X(int, execv, (const char *, char *const[]))                                             \
+	X(int, execvp, (const char *, char *const[]))                                            \
+	X(int, execvpe, (const char *, char *const[], char *const[]))                            \
+	X(int, system, (const char *))                                                           \
+	X(void *, popen, (const char *, const char *))                                           \
+	X(int, fclose, (void *))                                                                 \
+	X(int, ioctl, (int, unsigned long, ...))                                                 \
+	X(void, closefrom, (int))                                                                \
+	X(ssize_t, sendmsg, (int, const struct msghdr *, int))                                   \
+	X(int, sigaction, (int, const struct sigaction *, struct sigaction *))
 
 struct pp_real {
-	ssize_t (*write)(int, const void *, size_t);
-	ssize_t (*writev)(int, const struct iovec *, int);
-	ssize_t (*read)(int, void *, size_t);
-	ssize_t (*readv)(int, const struct iovec *, int);
-	int (*pipe)(int[2]);
-	int (*pipe2)(int[2], int);
-	int (*close)(int);
-	int (*dup)(int);
-	int (*dup2)(int, int);
-	int (*dup3)(int, int, int);
-	int (*fcntl)(int, int, ...);
-	int (*fcntl64)(int, int, ...);
-	pid_t (*fork)(void);
-	void (*_exit)(int);
-	void (*_Exit)(int);
-	ssize_t (*splice)(int, loff_t *, int, loff_t *, size_t, unsigned int);
-	ssize_t (*tee)(int, int, size_t, unsigned int);
-	ssize_t (*vmsplice)(int, const struct iovec *, size_t, unsigned int);
-	int (*execve)(const char *, char *const[], char *const[]);
-	int (*execveat)(int, const char *, char *const[], char *const[], int);
-	int (*fexecve)(int, char *const[], char *const[]);
-	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			   const posix_spawnattr_t *, char *const[], char *const[]);
-	int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			    const posix_spawnattr_t *, char *const[], char *const[]);
-	int (*close_range)(unsigned int, unsigned int, int);
-	int (*execv)(const char *, char *const[]);
-	int (*execvp)(const char *, char *const[]);
-	int (*execvpe)(const char *, char *const[], char *const[]);
-	int (*system)(const char *);
-	void *(*popen)(const char *, const char *);
-	int (*fclose)(void *);
-	int (*ioctl)(int, unsigned long, ...);
-	void (*closefrom)(int);
-	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+#define PP_REAL_FIELD(ret, name, params) ret(*name) params;
+	PP_REAL_FUNCS(PP_REAL_FIELD)
+#undef PP_REAL_FIELD
 };
 
 extern struct pp_real pp_real;
 
 /*
- * Binds every entry with dlsym(RTLD_NEXT). Called from the constructor,
- * and first by any interposer without a raw system call to fall back on
- * (fclose, exec, spawn...) that runs before it: another library's
- * constructor. Binding twice is harmless; it happens once.
+ * Binds every entry to the next definition after libppipe, as
+ * dlsym(RTLD_NEXT) would: by walking the objects loaded after it and
+ * looking each name up in their symbol tables, and through dlsym for
+ * whatever that walk cannot settle (an object without a GNU hash table,
+ * an IFUNC, a name found nowhere). Called from the constructor, and first
+ * by any interposer without a raw system call to fall back on (fclose,
+ * exec, spawn...) that runs before it: another library's constructor.
+ * Binding twice is harmless; it happens once.
  */
 void pp_real_bind(void);
 

@@ -346,17 +346,27 @@ PP_COMMON static void ent_undo(uint64_t e, bool charge_made_plain)
 
 #define OWN_MAX 64 /* records one process may own: 1024 holds */
 
-/* Index + 1 of each record this process owns, 0 = none, and its owner word. */
-static struct {
-	uint32_t rec;
-	uint64_t own;
-} mine[OWN_MAX];
-/* The records made for the child of a fork in progress (the child's "mine"). */
-static struct {
-	uint32_t rec;
-	uint64_t own;
-} forked[OWN_MAX];
+/*
+ * A record of this process's, as it keeps it: the record's index + 1 in the
+ * low 32 bits (0: none) and the sequence number the record had when it
+ * became this process's above them, which is all of its owner word that
+ * can change behind the process's back.
+ */
+#define REF(rec, own) ((uint64_t)OWN_SEQ(own) << 32 | (uint32_t)(rec))
+#define REF_REC(ref) ((uint32_t)(ref))
+#define REF_SEQ(ref) ((ref) >> 32)
+
+/*
+ * The records this process owns, and those made for the child of a fork
+ * in progress (the child's "mine"). On the page loading writes anyway: a
+ * fork child rewrites both, and a program started with pipe ends fills
+ * them at start-up, so they are no page fault of their own there.
+ */
+PP_HOT static uint64_t mine[OWN_MAX];
+PP_HOT static uint64_t forked[OWN_MAX];
 PP_HOT int pp_reg_nforked;
+/* reg_boot_ns()'s count (registry_layout.h). */
+PP_HOT int pp_reg_clock_reads;
 /* Whether mine[] may list anything (a fork child then forgets it). */
 PP_HOT int pp_reg_nmine;
 
@@ -367,18 +377,17 @@ PP_HOT int pp_reg_nmine;
  */
 PP_COMMON static struct reg_rec *mine_at(int i)
 {
-	uint32_t ri = __atomic_load_n(&mine[i].rec, __ATOMIC_ACQUIRE);
-	uint64_t cur, was;
+	uint64_t ref = __atomic_load_n(&mine[i], __ATOMIC_ACQUIRE), cur;
+	uint32_t ri = REF_REC(ref);
 	struct reg_rec *r;
 
 	if (!ri || ri > pp_reg_nrecs || !pp_reg)
 		return NULL;
 	r = &reg_recs()[ri - 1];
 	cur = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
-	was = __atomic_load_n(&mine[i].own, __ATOMIC_RELAXED);
-	if (OWN_SEQ(cur) != OWN_SEQ(was) || OWN_STATE(cur) != REC_LIVE) {
+	if (OWN_SEQ(cur) != REF_SEQ(ref) || OWN_STATE(cur) != REC_LIVE) {
 		/* Taken from us (a sweep mistook us for gone): forget it. */
-		__atomic_store_n(&mine[i].rec, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&mine[i], 0, __ATOMIC_RELEASE);
 		return NULL;
 	}
 	return r;
@@ -387,14 +396,15 @@ PP_COMMON static struct reg_rec *mine_at(int i)
 /* Lists record @r (owned as @own) among mine. */
 PP_COMMON static bool mine_add(struct reg_rec *r, uint64_t own)
 {
-	for (int i = 0; i < OWN_MAX; i++) {
-		uint32_t zero = 0;
+	uint64_t ref = REF((uint32_t)(r - reg_recs()) + 1, own);
 
-		if (__atomic_load_n(&mine[i].rec, __ATOMIC_RELAXED))
+	for (int i = 0; i < OWN_MAX; i++) {
+		uint64_t zero = 0;
+
+		if (__atomic_load_n(&mine[i], __ATOMIC_RELAXED))
 			continue;
-		__atomic_store_n(&mine[i].own, own, __ATOMIC_RELAXED);
-		if (__atomic_compare_exchange_n(&mine[i].rec, &zero, (uint32_t)(r - reg_recs()) + 1,
-						false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		if (__atomic_compare_exchange_n(&mine[i], &zero, ref, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED)) {
 			if (!__atomic_load_n(&pp_reg_nmine, __ATOMIC_RELAXED))
 				__atomic_store_n(&pp_reg_nmine, 1, __ATOMIC_RELAXED);
 			return true;
@@ -536,7 +546,7 @@ PP_COMMON void pp_reg_fork_hold(struct pp_shared *s)
 		return;
 	}
 	if (pp_reg_nforked)
-		r = &reg_recs()[forked[pp_reg_nforked - 1].rec - 1];
+		r = &reg_recs()[REF_REC(forked[pp_reg_nforked - 1]) - 1];
 	if (!r || !rec_add(r, e)) {
 		/*
 		 * A new record for the child: LIVE, nobody's yet (pid 0) until
@@ -555,8 +565,7 @@ PP_COMMON void pp_reg_fork_hold(struct pp_shared *s)
 			pp_reg_slot_maybe_free(s);
 			return;
 		}
-		forked[pp_reg_nforked].rec = (uint32_t)(r - reg_recs()) + 1;
-		forked[pp_reg_nforked].own = own;
+		forked[pp_reg_nforked] = REF((uint32_t)(r - reg_recs()) + 1, own);
 		pp_reg_nforked++;
 		rec_add(r, e);
 	}
@@ -570,8 +579,9 @@ PP_COMMON void pp_reg_fork_parent(pid_t child)
 		return;
 	now = child > 0 ? reg_boot_ns() : 0;
 	for (int i = 0; i < pp_reg_nforked; i++) {
-		struct reg_rec *r = &reg_recs()[forked[i].rec - 1];
-		uint64_t own = forked[i].own;
+		struct reg_rec *r = &reg_recs()[REF_REC(forked[i]) - 1];
+		/* As pp_reg_fork_hold() made it: live, nobody's yet. */
+		uint64_t own = OWN(REF_SEQ(forked[i]), REC_LIVE, 0);
 
 		if (child < 0) {
 			/* No child: its holds come back at once. */
@@ -604,23 +614,26 @@ PP_COMMON void pp_reg_fork_child_work(bool named)
 	 * a fork child binds it there, which costs the child page faults.)
 	 */
 	for (int i = 0; i < OWN_MAX; i++)
-		if (mine[i].rec)
-			mine[i].rec = 0;
-	pp_reg_nmine = 0;
+		if (mine[i])
+			mine[i] = 0;
+	if (pp_reg_nmine)
+		pp_reg_nmine = 0;
+	/* The vDSO's data page is not the child's until it reads it: its first reads by system call. */
+	if (pp_reg_clock_reads)
+		pp_reg_clock_reads = 0;
 	if (!pp_reg_nforked)
 		return;
 	/* A fork libppipe did not see return (libc's own): the child names them. */
 	if (!named)
 		pid = reg_pid();
 	for (int i = 0; i < pp_reg_nforked; i++) {
-		struct reg_rec *r = &reg_recs()[forked[i].rec - 1];
-		uint64_t own = forked[i].own;
+		struct reg_rec *r = &reg_recs()[REF_REC(forked[i]) - 1];
+		uint64_t own = OWN(REF_SEQ(forked[i]), REC_LIVE, 0);
 
 		/* Ours whatever the parent writes: it only adds the name (the pid). */
 		if (pid && pp_reg_rec_set(r, &own, REC_LIVE, pid))
 			r->seen_ns = reg_boot_ns();
-		mine[i].own = OWN(OWN_SEQ(own), REC_LIVE, 0);
-		mine[i].rec = forked[i].rec;
+		mine[i] = forked[i];
 		pp_reg_nmine = 1;
 	}
 	pp_reg_nforked = 0;
@@ -656,12 +669,14 @@ PP_COMMON static char *put_num(char *out, unsigned long v)
 /* Writes "<id>.<key>" (the registry's name in PPIPE_REGISTRY) at @out; returns the end. */
 PP_COMMON static char *put_name(char *out, int id, uint64_t key)
 {
-	static const char hex[] = "0123456789abcdef";
-
 	out = put_num(out, (unsigned long)id);
 	*out++ = '.';
-	for (int sh = 60; sh >= 0; sh -= 4)
-		*out++ = hex[(key >> sh) & 0xf];
+	/* Digits by arithmetic: a table would be a page of constants of its own. */
+	for (int sh = 60; sh >= 0; sh -= 4) {
+		int d = (int)((key >> sh) & 0xf);
+
+		*out++ = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+	}
 	*out = 0;
 	return out;
 }
@@ -726,7 +741,7 @@ PP_COMMON int pp_reg_exec_begin(struct pp_exec_charge *c, const char *comm,
 		if (!mine_at(i))
 			continue;
 		*e++ = handed++ ? ',' : ':';
-		e = put_num(e, __atomic_load_n(&mine[i].rec, __ATOMIC_RELAXED) - 1);
+		e = put_num(e, REF_REC(__atomic_load_n(&mine[i], __ATOMIC_RELAXED)) - 1);
 	}
 	*e = 0;
 	return 0;
@@ -763,9 +778,13 @@ PP_COMMON void pp_reg_exec_spawned(struct pp_exec_charge *c, pid_t pid)
 
 /* The record the exec that made this image named (PPIPE_REGISTRY=...:rec). */
 PP_HOT static int32_t joined_rec = -1;
-/* The records of the image that exec'd this one, to give back (PPIPE_REGISTRY=...:rec:a,b). */
-static int32_t handed[PP_EXEC_HANDED_MAX];
-static int nhanded;
+/*
+ * The records of the image that exec'd this one, to give back
+ * (PPIPE_REGISTRY=...:rec:a,b). Like claimed[] below, on the page loading
+ * writes anyway: a program started with pipe ends fills both there.
+ */
+PP_HOT static int32_t handed[PP_EXEC_HANDED_MAX];
+PP_HOT static int nhanded;
 
 /* Gives back the holds of the image that exec'd this one (this same process). */
 PP_START static void give_back_handed(int32_t pid)
@@ -791,9 +810,9 @@ PP_START static void give_back_handed(int32_t pid)
  * (the parent records their holds).
  */
 enum { CLAIM_HELD, CLAIM_TAKEN, CLAIM_GIVEN_BACK };
-static struct {
-	uint32_t slot;
+PP_HOT static struct {
 	uint64_t ino;
+	uint32_t slot;
 	int state; /* CLAIM_* (atomic) */
 } claimed[PP_EXEC_MAX_PIPES];
 PP_HOT static int nclaimed;
@@ -927,11 +946,11 @@ PP_COMMON void pp_reg_release_all_work(void)
 	for (int i = 0; i < nclaimed; i++)
 		__atomic_store_n(&claimed[i].state, CLAIM_GIVEN_BACK, __ATOMIC_RELEASE);
 	for (int i = 0; i < OWN_MAX; i++) {
-		uint64_t own = __atomic_load_n(&mine[i].own, __ATOMIC_RELAXED);
+		uint64_t own;
 
 		if (!(r = mine_at(i)))
 			continue;
-		__atomic_store_n(&mine[i].rec, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&mine[i], 0, __ATOMIC_RELEASE);
 		pp_reg_rec_empty(r, false);
 		own = __atomic_load_n(&r->own, __ATOMIC_ACQUIRE);
 		if (OWN_STATE(own) == REC_LIVE)
@@ -1006,7 +1025,7 @@ PP_START int pp_reg_join(char **envp)
 	uint64_t key;
 
 	for (char **e = envp; e && *e; e++)
-		if (!strncmp(*e, REG_VAR, sizeof(REG_VAR) - 1))
+		if (pp_has_prefix(*e, REG_VAR))
 			v = *e + sizeof(REG_VAR) - 1;
 	if (!v || !*v)
 		return -ENOENT;

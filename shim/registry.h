@@ -86,12 +86,13 @@ void pp_reg_fork_parent(pid_t child);
  * process without records runs no code of registry.c (each code page a
  * fork child runs is a page fault there).
  */
-extern int pp_reg_nforked, pp_reg_nmine;
+extern int pp_reg_nforked, pp_reg_nmine, pp_reg_clock_reads;
 void pp_reg_fork_child_work(bool named);
 static inline void pp_reg_fork_child(bool named)
 {
 	if (__atomic_load_n(&pp_reg_nforked, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&pp_reg_nmine, __ATOMIC_RELAXED))
+	    __atomic_load_n(&pp_reg_nmine, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&pp_reg_clock_reads, __ATOMIC_RELAXED))
 		pp_reg_fork_child_work(named);
 }
 

@@ -166,12 +166,30 @@ static inline int32_t reg_pid(void)
 	return (int32_t)PP_SYSCALL(SYS_getpid);
 }
 
-/* CLOCK_BOOTTIME in ns: what /proc/PID/stat's start times count from. */
+/* This process's clock reads so far, up to REG_CLOCK_SYSCALLS (registry.c; a fork child's start over). */
+extern int pp_reg_clock_reads;
+#define REG_CLOCK_SYSCALLS 3
+
+/*
+ * CLOCK_BOOTTIME in ns: what /proc/PID/stat's start times count from. The
+ * first reads of a process (most make one or two: a fork child for its
+ * exec, a new program for its claim) by the system call; after that by
+ * the vDSO, which makes none, but whose data page is a page fault the
+ * first time a process reads it (a fork child does not inherit it), and
+ * whose libc function binds at its first call: a process that forks over
+ * and over (a shell) reads the clock twice per fork.
+ */
 static inline uint64_t reg_boot_ns(void)
 {
 	struct timespec ts = { 0, 0 };
+	int n = __atomic_load_n(&pp_reg_clock_reads, __ATOMIC_RELAXED);
 
-	PP_SYSCALL(SYS_clock_gettime, CLOCK_BOOTTIME, &ts);
+	if (n >= REG_CLOCK_SYSCALLS) {
+		clock_gettime(CLOCK_BOOTTIME, &ts);
+	} else {
+		PP_SYSCALL(SYS_clock_gettime, CLOCK_BOOTTIME, &ts);
+		__atomic_store_n(&pp_reg_clock_reads, n + 1, __ATOMIC_RELAXED);
+	}
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 

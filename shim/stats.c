@@ -13,6 +13,7 @@
 #include "compiler.h"
 #include "config.h"
 #include "log.h"
+#include "solo.h"
 #include "sys.h"
 
 #include <errno.h>
@@ -43,16 +44,38 @@ static const char *const pp_counter_names[] = {
 
 _Static_assert(ARRAY_SIZE(pp_counter_names) == PP_CNT_COUNT, "one name per counter");
 
+static inline void fold_one(const struct pp_counters *c, unsigned int i)
+{
+	uint64_t v = __atomic_load_n(&c->v[i], __ATOMIC_RELAXED);
+
+	if (v) {
+		pp_mark_used(PP_USED_STATS);
+		pp_solo_fetch_add(&pp_totals_closed.v[i], v, __ATOMIC_RELAXED);
+	}
+}
+
 PP_COMMON void pp_stats_fold(const struct pp_counters *c)
 {
-	for (unsigned int i = 0; i < PP_CNT_COUNT; i++) {
-		uint64_t v = __atomic_load_n(&c->v[i], __ATOMIC_RELAXED);
+	uint64_t large = 0;
 
-		if (v) {
-			pp_mark_used(PP_USED_STATS);
-			__atomic_fetch_add(&pp_totals_closed.v[i], v, __ATOMIC_RELAXED);
-		}
-	}
+	/*
+	 * Most pipes only ever take writes below PPIPE_MIN_WRITE: their two
+	 * counters, then one test of all the others at once (every pipe()
+	 * of every process ends here).
+	 */
+	fold_one(c, PP_CNT_writes_passthrough);
+	fold_one(c, PP_CNT_bytes_passthrough);
+#define PP_X(name, desc)                                  \
+	if (PP_CNT_##name != PP_CNT_writes_passthrough && \
+	    PP_CNT_##name != PP_CNT_bytes_passthrough)    \
+		large |= __atomic_load_n(&c->v[PP_CNT_##name], __ATOMIC_RELAXED);
+	PP_COUNTERS(PP_X)
+#undef PP_X
+	if (!large)
+		return;
+	for (unsigned int i = 0; i < PP_CNT_COUNT; i++)
+		if (i != PP_CNT_writes_passthrough && i != PP_CNT_bytes_passthrough)
+			fold_one(c, i);
 }
 
 /*
@@ -66,20 +89,32 @@ static struct {
 } closed[PP_CLOSED_MAX];
 static uint64_t closed_n;
 
-PP_COMMON void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
-				  const char *last_fallback, const struct pp_counters *c)
+PP_COMMON long pp_stats_fold_closed(const struct pp_counters *c)
 {
-	struct pp_fd_report *r;
 	uint64_t i;
 
 	pp_stats_fold(c);
 	if (!__atomic_load_n(&c->v[PP_CNT_bytes_accelerated], __ATOMIC_RELAXED) &&
 	    !__atomic_load_n(&c->v[PP_CNT_bytes_passthrough], __ATOMIC_RELAXED))
-		return;
-	i = __atomic_fetch_add(&closed_n, 1, __ATOMIC_RELAXED);
-	if (i >= PP_CLOSED_MAX)
-		return;
-	r = &closed[i].r;
+		return -1;
+	i = pp_solo_fetch_add(&closed_n, 1, __ATOMIC_RELAXED);
+	return i < PP_CLOSED_MAX ? (long)i : -1;
+}
+
+PP_COMMON void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
+				  const char *last_fallback, const struct pp_counters *c)
+{
+	long i = pp_stats_fold_closed(c);
+
+	if (i >= 0)
+		pp_stats_list_closed(i, ino, path, reason, last_fallback, c);
+}
+
+PP_COMMON void pp_stats_list_closed(long i, uint64_t ino, const char *path, const char *reason,
+				    const char *last_fallback, const struct pp_counters *c)
+{
+	struct pp_fd_report *r = &closed[i].r;
+
 	r->fd = -1;
 	r->inode = (unsigned long)ino;
 	r->path = path;

@@ -127,6 +127,14 @@ void pp_stats_fold(const struct pp_counters *c);
 void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
 			const char *last_fallback, const struct pp_counters *c);
 /*
+ * pp_stats_fold_pipe() in two steps, for a caller whose path and reason
+ * take work to find: the fold, which returns the "closed_pipes" entry the
+ * pipe is to fill (or -1: no bytes, or the list is full), then the entry.
+ */
+long pp_stats_fold_closed(const struct pp_counters *c);
+void pp_stats_list_closed(long entry, uint64_t ino, const char *path, const char *reason,
+			  const char *last_fallback, const struct pp_counters *c);
+/*
  * In a fork child: the totals, latencies and closed pipes start from zero,
  * so that each process reports what it did itself and a tree's reports add
  * up. (The caller clears the live pipes' counters.)

@@ -75,13 +75,22 @@ static inline void pp_utoa(unsigned long v, char *out)
  */
 
 /* Whether @s starts with @prefix. */
-static inline bool pp_has_prefix(const char *s, const char *prefix)
+static inline __attribute__((always_inline)) bool pp_has_prefix_n(const char *s, const char *prefix,
+								  size_t n)
 {
-	while (*prefix)
-		if (*s++ != *prefix++)
+#pragma GCC unroll 32
+	for (size_t i = 0; i < n; i++)
+		if (s[i] != prefix[i])
 			return false;
 	return true;
 }
+/*
+ * Whether @s starts with the string literal @prefix, which is compared as
+ * immediates and never read: it would be on a page of constants that a
+ * fork child or a program that just started otherwise never touches, a
+ * page fault of its own.
+ */
+#define pp_has_prefix(s, prefix) pp_has_prefix_n((s), "" prefix, sizeof(prefix) - 1)
 
 /* The part of @path after its last '/'. */
 static inline const char *pp_base_name(const char *path)

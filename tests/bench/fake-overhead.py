@@ -5,7 +5,9 @@ timing anything.
 Takes the ppipe-overhead command line and prints its one JSON line with a
 deterministic ns_per_op: BASE_NS of the case (small: 500 + SIZE), times
 FACTORS of the row when the library is in (LD_PRELOAD set, or -p LIB for
-the start case) and then also times PPIPE_FAKE_FACTOR (default 1.0).
+the start case) and then also times PPIPE_FAKE_FACTOR (default 1.0). A
+library whose file name contains "empty" stands for the empty library:
+EMPTY_FACTORS of the row instead, and no PPIPE_FAKE_FACTOR.
 
 Test hooks (environment), the counter shared with fake-bench.py:
   FAKE_BENCH_STATE=FILE   invocation counter; multiplies the time by 1,
@@ -33,6 +35,9 @@ BASE_NS = {"start": 500000.0, "fork": 100000.0, "exec": 700000.0,
 # Preloaded/plain time, by row ("small SIZE" for the small case).
 FACTORS = {"start": 1.10, "fork": 1.05, "exec": 1.20, "pipe": 1.02,
            "small 1": 0.98, "small 128": 1.01, "shell": 1.30}
+# The empty library's preloaded/plain time, by row.
+EMPTY_FACTORS = {"start": 1.03, "fork": 1.0, "exec": 1.02, "pipe": 1.0,
+                 "small 1": 1.0, "small 128": 0.99, "shell": 1.04}
 JITTER = (1.0, 1.01, 1.05)
 
 
@@ -66,6 +71,7 @@ def main():
         if preload:
             fail(3, "start: LD_PRELOAD in the driver's own environment")
         preloaded = bool(a.p)
+        preload = a.p or ""
     else:
         if a.p:
             fail(3, f"-p with {a.case}: only start takes the library by -p")
@@ -78,7 +84,9 @@ def main():
 
     row = f"small {a.s}" if a.case == "small" else a.case
     ns = 500.0 + a.s if a.case == "small" else BASE_NS[a.case]
-    if preloaded:
+    if preloaded and "empty" in os.path.basename(preload):
+        ns *= EMPTY_FACTORS.get(row, 1.0)
+    elif preloaded:
         ns *= FACTORS.get(row, 1.0) * float(
             os.environ.get("PPIPE_FAKE_FACTOR", "1.0"))
     ns *= JITTER[count % 3]

@@ -11,8 +11,10 @@ GiB moved on each side: ppipe-bench's own count of its writers and
 readers, or every process of a pipeline. The overhead matrix runs
 ppipe-overhead, which times everyday operations the library cannot speed
 up (process start, fork, exec, a pipe's life, small writes, a shell loop):
-its ratios are of time, preloaded/plain, so lower is better there. With
---config, every repetition runs plain and then the library once per named
+its ratios are of time, preloaded/plain, so lower is better there, and
+an empty preloaded library runs beside the library in every repetition:
+the floor any preload pays, from which the library's excess is measured.
+With --config, every repetition runs plain and then the library once per named
 environment (engines, options), and the tables put them side by side.
 
 'ppipe-compare compare A.json B.json' compares two saved runs;
@@ -44,6 +46,7 @@ DEFAULT_LIB = "@DEFAULT_LIB@"
 BENCH = "@BENCH@"
 STAGE = "@STAGE@"
 OVERHEAD = "@OVERHEAD@"
+EMPTY_LIB = "@EMPTY_LIB@"
 
 PIPE_SIZE = 1 << 20
 # Pipelines keep the pipes sh makes: what a shell user gets (the kernel's
@@ -119,6 +122,10 @@ OVERHEAD_WHAT = {
 # What the overhead matrix's ratio means, wherever it is written.
 TIME_RATIO_NOTE = ("preloaded/plain time per operation: 1.00 = free, "
                    "above 1 = costs, lower is better")
+# The overhead matrix's empty column, and what the library's excess is.
+EMPTY_NOTE = ("empty: a preloaded library with nothing in it, the floor any "
+              "preload pays; excess: the library's time ratio minus the "
+              "empty library's")
 # --memory-pressure=MODE (ppipe-bench's names); the first is the default.
 PRESSURE_MODES = ("memcg", "hog")
 # In a list of conditions (--memory-pressure=none,memcg): no pressure.
@@ -138,8 +145,9 @@ TWO_WAY_KEYS = ("shim", "ratio_mbps")
 COMPARED = ("mbps", "lat_avg_ns", "lat_p99_ns")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}\Z")
-# The plain side's names (JSON, text) and the two-way run's library side.
-RESERVED_CONFIGS = ("baseline", "plain", "shim")
+# The plain side's names (JSON, text), the two-way run's library side and
+# the overhead matrix's empty library.
+RESERVED_CONFIGS = ("baseline", "plain", "shim", "empty")
 # One long-table row per configuration and side, with --config.
 MULTI_CSV_FIELDS = ("matrix", "mode", "writers", "readers", "size",
                     "pipe_size", "memory_pressure", "hops", "work_ns",
@@ -161,6 +169,9 @@ MULTI_CPU_CSV_FIELDS = (CPU_METRICS[0], "ratio_cpu_per_gib") + CPU_METRICS[1:]
 PROGRAM_CSV_FIELDS = ("shape", "command", "bytes", "baseline_wall_s",
                       "shim_wall_s")
 MULTI_PROGRAM_CSV_FIELDS = ("shape", "command", "bytes", "wall_s")
+# ...and the empty library's, when it ran beside the library.
+EMPTY_CSV_FIELDS = ("empty_ns_per_op", "empty_ratio_time", "excess_time")
+MULTI_EMPTY_CSV_FIELDS = ("excess_time",)
 
 # The fleet table's matrices: throughput ratios (libppipe/plain MB/s,
 # higher is better) and the overhead matrix's time ratio (lower is
@@ -357,6 +368,11 @@ def run_parser():
                    help="ppipe-stage binary (the pipeline matrix)")
     p.add_argument("--overhead", metavar="PATH",
                    help="ppipe-overhead binary (the overhead matrix)")
+    p.add_argument("--empty", metavar="PATH",
+                   help="an empty preload library, run beside the library "
+                   "in the overhead matrix as the floor any preload pays "
+                   "(default: the configured one; left out with a note "
+                   "when there is none)")
     p.add_argument("--only", choices=sorted(ONLY_MATRIX),
                    help="run only one matrix (threads=sweep, procs=sizes, "
                    "pipeline: sh pipelines of exec'd programs, work: "
@@ -482,6 +498,22 @@ def resolve_stage(arg):
 def resolve_overhead(arg):
     """Path of the ppipe-overhead executable."""
     return resolve_program(arg, "--overhead", "ppipe-overhead", OVERHEAD)
+
+
+def resolve_empty(arg):
+    """The overhead matrix's empty library: (absolute path, None), or
+    (None, why it is left out) when none is configured or the configured
+    one is missing. A --empty that names no file is an error."""
+    if arg is not None:
+        if not os.path.isfile(arg):
+            raise Fatal(f"{PROG}: --empty {arg}: no such file", 2)
+        return os.path.realpath(arg), None
+    path = configured(EMPTY_LIB)
+    if not path:
+        return None, "no empty library configured (--empty PATH)"
+    if not os.path.isfile(path):
+        return None, f"{path}: no such file (--empty PATH)"
+    return os.path.realpath(path), None
 
 
 def check_output(option, path):
@@ -651,8 +683,9 @@ def is_multi(envs):
 
 
 def side_of(result, side):
-    """One side's medians in a result, two-way or --config shaped."""
-    if side in SIDES:
+    """One side's medians in a result, two-way or --config shaped (the
+    overhead matrix's empty library is a side of its own)."""
+    if side in SIDES or side == "empty":
         return result[side]
     return result["configs"][side]
 
@@ -1192,34 +1225,55 @@ def config_reps(c, settings):
         else settings["reps"]
 
 
-def run_overhead_row(c, program, lib, envs, reps, progress, prefix):
-    """Run one overhead row: every repetition runs plain, then each side
-    with the library (progress lines start with prefix). Returns the
-    result: medians of ns_per_op per side and the time ratio
-    preloaded/plain (ratio_time: lower is better)."""
-    runs = {side: [] for side in envs}
+def excess(value, floor):
+    """The library's time ratio minus the empty library's, or None."""
+    return value - floor if value is not None and floor is not None else None
+
+
+def run_overhead_row(c, program, lib, envs, reps, progress, prefix,
+                     empty=None):
+    """Run one overhead row: every repetition runs plain, then the empty
+    library (if there is one: its path), then each side with the library
+    (progress lines start with prefix). Returns the result: medians of
+    ns_per_op per side and the time ratio preloaded/plain (ratio_time:
+    lower is better); with the empty library, its side ("empty", with its
+    own ratio_time) and each library side's excess_time over it."""
+    sides = {"baseline": (None, envs["baseline"])}
+    if empty:
+        # Nothing but the library: the PPIPE_ variables mean nothing to it.
+        sides["empty"] = (empty, dict(envs["baseline"], LD_PRELOAD=empty))
+    sides.update((side, (lib, envs[side])) for side in lib_sides(envs))
+    runs = {side: [] for side in sides}
     for rep in range(1, reps + 1):
-        for side in envs:
+        for side, (side_lib, env) in sides.items():
             progress.show(f"{prefix} overhead {label(c)} rep {rep}/{reps} "
                           f"{side}")
-            side_lib = lib if side != "baseline" else None
             status, data, err = run_bench(
                 overhead_command(program, c, side_lib),
-                overhead_env(c, envs[side]), 120)
+                overhead_env(c, env), 120)
             runs[side].append(overhead_record(c, side, status, data, err))
             progress.step()
     result = dict(c)
     base = result["baseline"] = summarize_time(runs["baseline"])
+    floor = None
+    if empty:
+        result["empty"] = summarize_time(runs["empty"])
+        floor = result["empty"]["ratio_time"] = ratio(
+            base["ns_per_op"], result["empty"]["ns_per_op"])
     if is_multi(envs):
         result["configs"] = {}
         for side in lib_sides(envs):
             one = summarize_time(runs[side])
             one["ratio_time"] = ratio(base["ns_per_op"], one["ns_per_op"])
+            if empty:
+                one["excess_time"] = excess(one["ratio_time"], floor)
             result["configs"][side] = one
     else:
         result["shim"] = summarize_time(runs["shim"])
         result["ratio_time"] = ratio(base["ns_per_op"],
                                      result["shim"]["ns_per_op"])
+        if empty:
+            result["excess_time"] = excess(result["ratio_time"], floor)
     return result
 
 
@@ -1331,10 +1385,12 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
             "filler_cpu": settings.get("filler_cpu"),
             "pin": settings["pin"]}
     conditions = settings.get("pressure_modes")
+    empty = (settings.get("overhead") or {}).get("empty", {}).get("path")
     progress = Progress(sum(config_reps(c, settings)
-                            * (1 if is_overhead(c) else len(conditions or [0]))
-                            for c in configs)
-                        * len(sides), settings["duration_s"], quiet)
+                            * (len(sides) + bool(empty) if is_overhead(c)
+                               else len(sides) * len(conditions or [0]))
+                            for c in configs),
+                        settings["duration_s"], quiet)
     results = []
     try:
         for i, c in enumerate(configs, 1):
@@ -1342,7 +1398,7 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
                 results.append(run_overhead_row(
                     c, programs["overhead"], lib, envs,
                     config_reps(c, settings), progress,
-                    f"[{i}/{len(configs)}]"))
+                    f"[{i}/{len(configs)}]", empty))
                 continue
             results += run_conditions(
                 condition_configs(c, settings), programs, lib, envs,
@@ -1784,49 +1840,76 @@ def geomean(values):
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
-def overhead_tables(results, sides, note, skipped):
+def fmt_ratio(value):
+    """A time ratio: '1.034', or 'n/a'."""
+    return f"{value:.3f}" if value is not None else "n/a"
+
+
+def fmt_excess(value):
+    """An excess over the empty library: '+0.012', or 'n/a'."""
+    return f"{value:+.3f}" if value is not None else "n/a"
+
+
+def overhead_tables(results, sides, note, skipped, no_empty=None):
     """The overhead matrix's table: time per operation, plain -> library,
     and the time ratio (lower is better); with --config, one row per
-    side. Rows left out (skipped: {case: why}) are named below it."""
+    side. With the empty library, its time ratio and the library's excess
+    over it. Rows left out (skipped: {case: why}) are named below it, and
+    so is the empty library when it was left out (no_empty: why)."""
     if not results and not skipped:
         return []
     two_way = sides == ["baseline", "shim"]
+    empty = any("empty" in r for r in results)
     who = shim_name() if two_way else "the library"
     lines = [f"== What {who} costs where it cannot help: time per operation "
              f"({note}) ==",
              f"   time ratio {shim_name() if two_way else 'config'}/plain, "
-             "lower is better: 1.00 = free, above 1 = costs", ""]
+             "lower is better: 1.00 = free, above 1 = costs"]
+    if empty:
+        lines.append(f"   {EMPTY_NOTE}")
+    lines.append("")
     if two_way:
         cells = pair_cells([(r["baseline"]["ns_per_op"],
                              r["shim"]["ns_per_op"]) for r in results])
         header = ["row", "N", "what", f"ns/op plain -> {shim_name()} (delta)",
                   "time ratio (lower is better)"]
+        header += ["empty/plain", "excess"] if empty else []
         body = [[label(r), str(r["n"]), overhead_what(r), cell,
-                 f"{r['ratio_time']:.3f}" if r["ratio_time"] is not None
-                 else "n/a"] for r, cell in zip(results, cells)]
-        align = "lrlll"
+                 fmt_ratio(r["ratio_time"])]
+                + ([fmt_ratio(r["empty"]["ratio_time"]),
+                    fmt_excess(r.get("excess_time"))] if empty else [])
+                for r, cell in zip(results, cells)]
+        align = "lrlll" + ("ll" if empty else "")
     else:
         header = ["row", "N", "config", "ns/op",
                   "time ratio (lower is better)", "spread"]
+        header += ["excess"] if empty else []
         body = []
         for r in results:
-            for k, side in enumerate(sides):
+            row_sides = sides[:1] + (["empty"] if empty else []) + sides[1:]
+            for k, side in enumerate(row_sides):
                 v = side_of(r, side)
-                rat = v.get("ratio_time")
                 body.append([label(r) if not k else "",
                              str(r["n"]) if not k else "", side_name(side),
                              fmt_num(v["ns_per_op"]),
                              "-" if side == "baseline" else
-                             f"{rat:.3f}" if rat is not None else "n/a",
-                             f"{100 * v['spread_ns_per_op']:.1f}%"])
-        align = "lrlrrr"
+                             fmt_ratio(v.get("ratio_time")),
+                             f"{100 * v['spread_ns_per_op']:.1f}%"]
+                            + ([fmt_excess(v.get("excess_time"))
+                                if side in sides[1:] else "-"]
+                               if empty else []))
+        align = "lrlrrr" + ("r" if empty else "")
     lines += table_lines(header, body, indent=2, align=align)
     lines += [f"  {case}: skipped, {why}" for case, why in skipped.items()]
+    if no_empty:
+        lines.append(f"  empty library: skipped, {no_empty}")
     return lines + [""]
 
 
 def overhead_summary_line(results, side, what):
-    """Geometric mean and worst row of one side's time ratios."""
+    """Geometric mean and worst row of one side's time ratios; with the
+    empty library, its geometric mean and worst row, and the largest and
+    mean excess of the side over it."""
     values = [(side_of(r, side).get("ratio_time") if side != "shim"
                else r.get("ratio_time"), r) for r in results]
     values = [(v, r) for v, r in values if v]
@@ -1834,16 +1917,32 @@ def overhead_summary_line(results, side, what):
         return f"Summary, {what} time per operation (overhead): n/a"
     worst = max(values, key=lambda t: t[0])
     best = min(values, key=lambda t: t[0])
-    return (f"Summary, {what} time per operation (overhead, lower is "
+    line = (f"Summary, {what} time per operation (overhead, lower is "
             f"better): geomean {geomean([v for v, _ in values]):.3f} (worst "
             f"{label(worst[1])} {worst[0]:.3f}, best {label(best[1])} "
             f"{best[0]:.3f}, {len(values)} rows)")
+    floors = [(r["empty"]["ratio_time"], r) for r in results
+              if r.get("empty") and r["empty"].get("ratio_time")]
+    extra = [((side_of(r, side) if side != "shim" else r).get("excess_time"),
+              r) for r in results]
+    extra = [(v, r) for v, r in extra if v is not None]
+    if floors and extra:
+        top = max(floors, key=lambda t: t[0])
+        most = max(extra, key=lambda t: t[0])
+        line += (f"; empty/plain geomean "
+                 f"{geomean([v for v, _ in floors]):.3f} (worst "
+                 f"{label(top[1])} {top[0]:.3f}); excess over empty: worst "
+                 f"{label(most[1])} {most[0]:+.3f}, mean "
+                 f"{statistics.fmean(v for v, _ in extra):+.3f}")
+    return line
 
 
 def overhead_spread_line(results):
     """The largest spread of ns/op across repetitions."""
     worst = max(((side_of(r, s)["spread_ns_per_op"], r, s) for r in results
-                 for s in result_sides(r)), key=lambda t: t[0])
+                 for s in result_sides(r) + (["empty"] if "empty" in r
+                                             else [])),
+                key=lambda t: t[0])
     return (f"Max spread of ns/op across reps ((max-min)/median), overhead: "
             f"{worst[0] * 100:.1f}% ({label(worst[1])}, {worst[2]})")
 
@@ -2103,6 +2202,7 @@ def run_report(results, settings, memcpy_mbps=None):
     over_settings = settings.get("overhead") or {}
     over_note = f"median of {over_settings.get('reps')}"
     skipped = over_settings.get("skipped") or {}
+    no_empty = (over_settings.get("empty") or {}).get("skipped")
     pressured = [r for r in results if r.get("memory_pressure")]
     warning = pressure_warning(pressured) if pressured else []
     if sides == ["baseline", "shim"]:
@@ -2111,7 +2211,7 @@ def run_report(results, settings, memcpy_mbps=None):
                     CPU_RATIO_HEAD)
         lines = warning + report_tables(rows, view)
         lines += program_skip_lines(settings)
-        lines += overhead_tables(over, sides, over_note, skipped)
+        lines += overhead_tables(over, sides, over_note, skipped, no_empty)
         if rows:
             lines.append(summary_line(rows, f"{shim_name()}/plain"))
             lines += [line for line in [cpu_summary_line(
@@ -2119,7 +2219,7 @@ def run_report(results, settings, memcpy_mbps=None):
     else:
         lines = warning + side_by_side_tables(results, sides, note)
         lines += program_skip_lines(settings)
-        lines += overhead_tables(over, sides, over_note, skipped)
+        lines += overhead_tables(over, sides, over_note, skipped, no_empty)
         for side in sides[1:] if results else ():
             rows = [(r, r["baseline"], side_of(r, side)) for r in results]
             lines.append(summary_line(rows, f"{side}/plain"))
@@ -2174,10 +2274,12 @@ def write_csv(path, results):
     """One row per configuration; with --config, one per configuration
     and side (plain is "baseline"). The overhead matrix's rows leave the
     throughput columns empty and fill their own, at the end (ratio_time
-    is preloaded/plain time: lower is better). CPU per GiB follows, when a
-    throughput matrix ran, and the pipelines of real programs' own columns
-    last, when they ran."""
+    is preloaded/plain time: lower is better), then the empty library's,
+    when it ran beside the library (with --config, its rows follow
+    plain's). CPU per GiB follows, when a throughput matrix ran, and the
+    pipelines of real programs' own columns last, when they ran."""
     over = any(is_overhead(r) for r in results)
+    empty = any(is_overhead(r) and "empty" in r for r in results)
     cpu = not all(is_overhead(r) for r in results)
     progs = any(is_program(r) for r in results)
     # Which pressure mode, only in runs under one: memcg and hog apart.
@@ -2188,11 +2290,15 @@ def write_csv(path, results):
         if "configs" in results[0]:
             fields = MULTI_CSV_FIELDS + modes \
                 + (MULTI_OVERHEAD_CSV_FIELDS if over else ()) \
+                + (MULTI_EMPTY_CSV_FIELDS if empty else ()) \
                 + (MULTI_CPU_CSV_FIELDS if cpu else ()) \
                 + (MULTI_PROGRAM_CSV_FIELDS if progs else ())
             out.writerow(fields)
             for r in results:
-                for side in result_sides(r):
+                sides = result_sides(r)
+                if "empty" in r:
+                    sides.insert(1, "empty")
+                for side in sides:
                     flat = dict(r, config=side, **side_of(r, side))
                     out.writerow([csv_cell(flat.get(k)) for k in fields])
             return
@@ -2201,6 +2307,7 @@ def write_csv(path, results):
                                                    for r in results) else ())
         fields += modes
         fields += OVERHEAD_CSV_FIELDS if over else ()
+        fields += EMPTY_CSV_FIELDS if empty else ()
         fields += CPU_CSV_FIELDS if cpu else ()
         fields += PROGRAM_CSV_FIELDS if progs else ()
         out.writerow(fields)
@@ -2208,6 +2315,9 @@ def write_csv(path, results):
             flat = dict(r)
             flat.setdefault("hops", None)
             flat.setdefault("work_ns", None)
+            if "empty" in r:
+                flat["empty_ns_per_op"] = r["empty"]["ns_per_op"]
+                flat["empty_ratio_time"] = r["empty"]["ratio_time"]
             for side in SIDES:
                 if is_overhead(r):
                     flat[f"{side}_ns_per_op"] = r[side]["ns_per_op"]
@@ -2481,13 +2591,16 @@ def svg_work_table(svg, y, rows):
 def svg_overhead_table(svg, y, rows, reps):
     """Overhead results as a table: both sides' ns per operation and the
     time ratio in a coloured cell, red where the library costs (the
-    colour scale of the throughput ratios, turned around); returns the
-    next free y."""
+    colour scale of the throughput ratios, turned around), and the empty
+    library's time ratio when it ran; returns the next free y."""
     svg.text(20, y + 18, f"What {shim_name()} costs where it cannot help: "
              f"time ratio {shim_name()}/plain, lower is better (median of "
              f"{reps})", size=15, weight="bold")
     cols = [(30, "row"), (150, "what"), (430, "plain ns/op"),
             (570, f"{shim_name()} ns/op"), (730, "time ratio")]
+    empty = any("empty" in r for r in rows)
+    if empty:
+        cols.append((850, "empty/plain"))
     head = svg_table_head(svg, y, cols)
     for k, r in enumerate(rows):
         ry = head + 12 + 24 * k
@@ -2503,6 +2616,9 @@ def svg_overhead_table(svg, y, rows, reps):
             svg.text(x, ry + 16, value, size=12)
         svg.text(730, ry + 16, f"{fmt_num(rat)}x", size=12, weight="bold",
                  fill=ink)
+        if empty and "empty" in r:
+            svg.text(850, ry + 16, f"{fmt_num(r['empty']['ratio_time'])}x",
+                     size=12)
         svg.raw("</g>")
     return head + 12 + 24 * len(rows) + 30
 
@@ -2636,13 +2752,19 @@ def cmd_run(argv):
     if any(is_overhead(c) for c in configs):
         programs["overhead"] = resolve_overhead(args.overhead)
         configs, skipped = overhead_skips(configs, envs["baseline"])
+        empty, no_empty = resolve_empty(args.empty)
         settings["overhead"] = {
             "reps": max(settings["reps"], OVERHEAD_MIN_REPS[args.preset]),
-            "ratio_time": TIME_RATIO_NOTE, "skipped": skipped}
+            "ratio_time": TIME_RATIO_NOTE, "skipped": skipped,
+            "empty": {"path": empty, "excess_time": EMPTY_NOTE} if empty
+            else {"path": None, "skipped": no_empty}}
         for case, why in skipped.items():
             if not args.quiet:
                 sys.stderr.write(f"{PROG}: overhead row {case} skipped: "
                                  f"{why}\n")
+        if no_empty and not args.quiet:
+            sys.stderr.write(f"{PROG}: the overhead matrix's empty-library "
+                             f"column is left out: {no_empty}\n")
     probe(programs["bench"], lib, envs)
     if pipelines:
         probe_stage(programs["stage"], lib, envs)

@@ -83,6 +83,14 @@ OVERHEAD_ROWS = [("start", None, 300, 1.10, 500000), ("fork", None, 2000, 1.05, 
                  ("shell", None, 100, 1.30, 2000000)]
 TIME_RATIO_NOTE = ("preloaded/plain time per operation: 1.00 = free, "
                    "above 1 = costs, lower is better")
+EMPTY_NOTE = ("empty: a preloaded library with nothing in it, the floor any "
+              "preload pays; excess: the library's time ratio minus the "
+              "empty library's")
+# The source script has no empty library configured: the column is left out.
+NO_EMPTY = {"path": None, "skipped": "no empty library configured (--empty PATH)"}
+# fake-overhead.py's time factor for a library named "...empty...", by row.
+EMPTY_FACTORS = [1.03, 1.0, 1.02, 1.0, 1.0, 0.99, 1.04]
+EMPTY_CSV_FIELDS = ["empty_ns_per_op", "empty_ratio_time", "excess_time"]
 FLEET_CSV_FIELDS = ["hostname", "kernel", "cpu", "run", "files", "sweep_ratio_mbps",
                     "sizes_ratio_mbps", "small_ratio_mbps", "pipeline_ratio_mbps",
                     "work_ratio_mbps", "overhead_ratio_time", "worst_matrix",
@@ -264,7 +272,7 @@ def check_json(doc, lib):
                               "pin": None,
                               "programs": {"bytes": 1 << 20, "skipped": {}},
                               "overhead": {"reps": 5, "ratio_time": TIME_RATIO_NOTE,
-                                           "skipped": {}}},
+                                           "skipped": {}, "empty": NO_EMPTY}},
           f"JSON: settings {doc['settings']}")
     results = doc["results"]
     counts = {m: sum(r["matrix"] == m for r in results)
@@ -903,8 +911,14 @@ def check_overhead(t):
     check(p.returncode == 0, f"overhead run failed: {p.stderr.strip()[-400:]}")
     doc = load(out["json"])
     check(doc["settings"]["reps"] == 2 and doc["settings"]["overhead"]
-          == {"reps": 5, "ratio_time": TIME_RATIO_NOTE, "skipped": {}},
+          == {"reps": 5, "ratio_time": TIME_RATIO_NOTE, "skipped": {}, "empty": NO_EMPTY},
           f"overhead: settings {doc['settings']}")
+    # No empty library here: said once on stderr and under the table.
+    check("ppipe-compare: the overhead matrix's empty-library column is left out: "
+          "no empty library configured (--empty PATH)" in p.stderr
+          and "  empty library: skipped, no empty library configured (--empty PATH)"
+          in p.stdout.splitlines() and "empty/plain" not in p.stdout,
+          "overhead: no note on the empty library left out")
     results = doc["results"]
     check_overhead_results(results, 5, "overhead")
     check_overhead_text(p.stdout, results, "libdummy", 5)
@@ -1045,6 +1059,165 @@ def check_overhead(t):
     # The counter: the bench's probe is 1, start plain 2, start with the library 3.
     check_error(t, args, 1, ["overhead start (shim)", "injected failure"],
                 env={"FAKE_BENCH_FAIL": "3"})
+
+
+def check_empty_text(stdout, results, name):
+    """The two-way overhead table's empty columns and the summary line's
+    empty part, against the JSON."""
+    check(f"   {EMPTY_NOTE}" in stdout.splitlines()
+          and "row   N   what   ns/op plain -> " + name + " (delta)   time ratio (lower "
+          "is better)   empty/plain   excess" in re.sub(r"  +", "   ", stdout),
+          "empty: the table's note and header")
+    for r in results:
+        label = f"{r['case']} {r['size']} B" if r["size"] else r["case"]
+        extra = re.escape(f"{r['excess_time']:+.3f}")
+        row = (rf"^  {re.escape(label)} +{r['n']} +.+ {r['baseline']['ns_per_op']:.0f} +-> +"
+               rf"{r['shim']['ns_per_op']:.0f} +\([+-]\d+%\) +{r['ratio_time']:.3f} +"
+               rf"{r['empty']['ratio_time']:.3f} +{extra}$")
+        check(re.search(row, stdout, re.M), f"empty: no overhead row /{row}/")
+    labels = [f"{r['case']} {r['size']} B" if r["size"] else r["case"] for r in results]
+    floors = [r["empty"]["ratio_time"] for r in results]
+    extra = [r["excess_time"] for r in results]
+    top, most = floors.index(max(floors)), extra.index(max(extra))
+    tail = (f"; empty/plain geomean {geomean(floors):.3f} (worst {labels[top]} "
+            f"{floors[top]:.3f}); excess over empty: worst {labels[most]} "
+            f"{extra[most]:+.3f}, mean {statistics.fmean(extra):+.3f}")
+    check(any(ln.startswith(f"Summary, {name}/plain time per operation (overhead")
+              and ln.endswith(tail) for ln in stdout.splitlines()),
+          f"empty: no summary line ending {tail!r}")
+
+
+def check_overhead_empty(t):
+    """The empty library in the overhead matrix: plain, empty and the
+    library in every repetition, the empty side plain but for its
+    LD_PRELOAD (or -p for start); its ratio and the library's excess over
+    it in the JSON, the text, the summary line, the CSV and the SVG; beside
+    --config; the configured default, missing or there; errors."""
+    out = {k: t.path(f"empty.{k}") for k in ("json", "csv", "svg")}
+    log = t.path("empty.log")
+    empty = t.path("libempty.so")
+    open(empty, "w", encoding="ascii").close()
+    lib = os.path.realpath(t.lib)
+    args = ["--only", "overhead", "--bench", t.bench, "--overhead", t.overhead,
+            "--lib", t.lib]
+    p = t.run(args + ["--empty", empty, "--env", "PPIPE_FOO=1", "--json", out["json"],
+                      "--csv", out["csv"], "--svg", out["svg"]],
+              env={"FAKE_BENCH_LOG": log})
+    check(p.returncode == 0, f"empty run failed: {p.stderr.strip()[-400:]}")
+    doc = load(out["json"])
+    check(doc["settings"]["overhead"]["empty"]
+          == {"path": os.path.realpath(empty), "excess_time": EMPTY_NOTE},
+          f"empty: settings {doc['settings']['overhead']}")
+    results = doc["results"]
+    for r, factor in zip(results, EMPTY_FACTORS):
+        where = f"empty {r['case']} {r['size']}"
+        check(set(r) == OVERHEAD_KEYS | {"empty", "excess_time"}, f"{where}: keys {sorted(r)}")
+        side = dict(r["empty"])
+        check_time_ratio(side.pop("ratio_time"), r["baseline"], side, factor, where)
+        check_time_side(side, 5, where)
+        check(close(r["excess_time"], r["ratio_time"] - r["empty"]["ratio_time"]),
+              f"{where}: excess_time is not the ratio minus the empty library's")
+    # The library's side is what it was without the empty library.
+    check_overhead_results([{k: v for k, v in r.items() if k not in ("empty", "excess_time")}
+                            for r in results], 5, "empty")
+    check_empty_text(p.stdout, results, "libdummy")
+    check("[7/7] overhead shell rep 5/5 shim" in p.stderr
+          and "[1/7] overhead start rep 1/5 empty" in p.stderr
+          and "left out" not in p.stderr, "empty: progress")
+    # plain, empty, the library in every repetition; the empty side has no
+    # PPIPE_ variable and passes its library as the library's side would.
+    runs = overhead_log(log)
+    check(len(runs) == 7 * 5 * 3, f"empty: {len(runs)} runs logged")
+    for k, run in enumerate(runs):
+        label, case, size, n, _, _ = overhead_rows()[k // 15]
+        who = (None, empty, lib)[k % 3]
+        want = (["-p", who] if case == "start" and who else []) \
+            + (["-s", str(size)] if size else []) + [case, str(n)]
+        check(run["argv"] == want and run["preloaded"] == bool(who)
+              and run["ld_preload"] == (who if case != "start" else None)
+              and run["env"] == ({"PPIPE_FOO": "1"} if who == lib else {}),
+              f"empty: run {k} ({label}) is not {who or 'plain'}: {run}")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    check(rows[0] == CSV_FIELDS + OVERHEAD_CSV_FIELDS + EMPTY_CSV_FIELDS and len(rows) == 8,
+          f"empty: CSV header {rows[0]}")
+    for row, r in zip(rows[1:], results):
+        rec = dict(zip(rows[0], row))
+        check_overhead_csv_row(rec, r)
+        check(close(float(rec["empty_ns_per_op"]), r["empty"]["ns_per_op"])
+              and close(float(rec["empty_ratio_time"]), r["empty"]["ratio_time"])
+              and close(float(rec["excess_time"]), r["excess_time"]), f"empty: CSV {rec}")
+    root = ET.parse(out["svg"]).getroot()
+    check_svg_overhead(root, 7)
+    texts = " ".join("".join(e.itertext()) for e in root.iter(SVG_NS + "text"))
+    check("empty/plain" in texts and f"{results[-1]['empty']['ratio_time']:.2f}x" in texts,
+          "empty: SVG column")
+
+    # --config: plain, empty, then each configuration; each its excess.
+    p = t.run(args + ["--empty", empty, "--config", "b=PPIPE_FAKE_FACTOR=2",
+                      "--json", out["json"], "--csv", out["csv"]], env={"FAKE_BENCH_LOG": log})
+    check(p.returncode == 0, f"empty --config run failed: {p.stderr.strip()[-400:]}")
+    results = load(out["json"])["results"]
+    lines = p.stdout.splitlines()
+    for r, factor in zip(results, EMPTY_FACTORS):
+        where = f"empty --config {r['case']} {r['size']}"
+        check(set(r) == {"matrix", "case", "size", "n", "baseline", "empty", "configs"},
+              f"{where}: keys {sorted(r)}")
+        check(factor / 1.051 < r["empty"]["ratio_time"] < factor * 1.051,
+              f"{where}: empty ratio {r['empty']['ratio_time']}")
+        for name in ("b",):
+            side = r["configs"][name]
+            check(close(side["excess_time"], side["ratio_time"] - r["empty"]["ratio_time"]),
+                  f"{where} {name}: excess_time")
+            extra = re.escape(f"{side['excess_time']:+.3f}")
+            row = (rf"^ +{name} +{side['ns_per_op']:.0f} +{side['ratio_time']:.3f} "
+                   rf"+\d+\.\d% +{extra}$")
+            check(any(re.search(row, ln) for ln in lines), f"{where}: no row /{row}/")
+        row = (rf"^ +empty +{r['empty']['ns_per_op']:.0f} +{r['empty']['ratio_time']:.3f} "
+               r"+\d+\.\d% +-$")
+        check(any(re.search(row, ln) for ln in lines), f"{where}: no empty row /{row}/")
+    most = max(r["configs"]["b"]["excess_time"] for r in results)
+    check(any(ln.startswith("Summary, b/plain time per operation")
+              and "excess over empty: worst " in ln and f"{most:+.3f}, mean" in ln
+              for ln in lines), "empty --config: no summary line")
+    runs = overhead_log(log)[105:]
+    check(len(runs) == 7 * 5 * 3 and all(
+        run["preloaded"] == bool(k % 3)
+        and (run["ld_preload"] == empty) == (k % 3 == 1 and k // 15 != 0)
+        and run["env"] == ({}, {}, {"PPIPE_FAKE_FACTOR": "2"})[k % 3]
+        for k, run in enumerate(runs)),
+          "empty --config: the runs are not plain, empty, b in turn")
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(out["csv"], encoding="utf-8", newline="") as f:
+        check(next(csv.reader(f)) == MULTI_CSV_FIELDS
+              + ["case", "n", "ns_per_op", "ratio_time", "excess_time"],
+              "empty --config: CSV header")
+    check([row["config"] for row in rows] == ["baseline", "empty", "b"] * 7
+          and rows[0]["excess_time"] == rows[1]["excess_time"] == ""
+          and close(float(rows[1]["ratio_time"]), results[0]["empty"]["ratio_time"])
+          and close(float(rows[2]["excess_time"]), results[0]["configs"]["b"]["excess_time"]),
+          f"empty --config: CSV rows {rows[:3]}")
+
+    # The configured default: used when it is there (the third run, the
+    # start row's second side, is the empty library's: it fails, named),
+    # left out with a note when it is not (the third run is the library's).
+    with open(t.runner, encoding="utf-8") as f:
+        source = f.read()
+    for name, path, side in (("configured-empty", empty, "empty"),
+                             ("configured-missing", t.path("no-such-empty.so"), "shim")):
+        script = t.path(name + ".py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(source.replace('EMPTY_LIB = "@EMPTY_LIB@"', f"EMPTY_LIB = {path!r}"))
+        p = t.run(args, env={"FAKE_BENCH_FAIL": "3"}, script=script)
+        note = f"empty-library column is left out: {path}: no such file (--empty PATH)"
+        check(p.returncode == 1 and f"overhead start ({side})" in p.stderr
+              and (note in p.stderr) == (side == "shim"), f"{name}: {p.stderr.strip()}")
+
+    # Errors: a --empty that is not there; "empty" names no configuration.
+    check_error(t, args + ["--empty", t.path("nope.so")], 2,
+                ["--empty", "nope.so", "no such file"])
+    check_error(t, args + ["--config", "empty=PPIPE_X=1"], 2, ["'empty'", "reserved"])
 
 
 def check_configs(t):
@@ -1677,6 +1850,7 @@ def main(argv):
             check_configs(t)
             check_bench_without_cpu(t)
             check_overhead(t)
+            check_overhead_empty(t)
             check_fleet(t, doc)
             check_pressure_and_config(t)
         except Failure as exc:

@@ -63,7 +63,17 @@ with tempfile.TemporaryDirectory() as d:
               f"overhead {r['case']}: ns_per_op and ratio_time")
         check(len(r["baseline"]["reps"]) == len(r["shim"]["reps"]) == 5,
               f"overhead {r['case']}: 5 repetitions")
-    check("time ratio (lower is better)" in p.stdout, "the overhead table")
+        # The empty library (the build tree's, configured) beside it.
+        e = r.get("empty", {})
+        check(e.get("ns_per_op", 0) > 0 and len(e.get("reps", [])) == 5
+              and abs(e.get("ratio_time", 0) - e.get("ns_per_op", 0) / b) < 1e-6
+              * max(1, e.get("ns_per_op", 0) / b)
+              and abs(r.get("excess_time", 9) - (r["ratio_time"] - e.get("ratio_time", 0))) < 1e-9,
+              f"overhead {r['case']}: the empty library's side and the excess over it")
+    check("time ratio (lower is better)" in p.stdout and "empty/plain" in p.stdout,
+          "the overhead table")
+    check(doc.get("settings", {}).get("overhead", {}).get("empty", {}).get("path"),
+          "the empty library recorded")
     # The pipelines of real programs, each run checked by the runner: MB/s
     # over the wall time, the CPU of all the pipeline's processes.
     programs = [r for r in results if r.get("mode") == "programs"]
