@@ -11,6 +11,7 @@
 #include "real.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,11 +36,22 @@ int main(void)
 	}
 	PP_REAL_FUNCS(CHECK_ONE)
 #undef CHECK_ONE
-	/* The first definition after this program wins: the pass-through library's, then libc's. */
-	CHECK(strstr(where((void *)pp_real.write), "passthru"), "write from %s",
-	      where((void *)pp_real.write));
-	CHECK(strstr(where((void *)pp_real.dup2), "libc"), "dup2 from %s",
-	      where((void *)pp_real.dup2));
+	/*
+	 * The first definition after this program wins: the pass-through
+	 * library's, then libc's. A sanitizer build loads its runtime before
+	 * both, and the runtime defines these names too: there the checks
+	 * above (the same object as dlsym) are all there is to check.
+	 */
+	if (strstr(where((void *)pp_real.write), "san.so")) {
+		fprintf(stderr,
+			"note: %s comes first; which object defines what is dlsym's check\n",
+			where((void *)pp_real.write));
+	} else {
+		CHECK(strstr(where((void *)pp_real.write), "passthru"), "write from %s",
+		      where((void *)pp_real.write));
+		CHECK(strstr(where((void *)pp_real.dup2), "libc"), "dup2 from %s",
+		      where((void *)pp_real.dup2));
+	}
 	/* Binding again changes nothing. */
 	{
 		void *before = (void *)pp_real.posix_spawn;
