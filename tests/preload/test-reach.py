@@ -107,6 +107,33 @@ def run_shape(lib, argv, workdir):
     return out, vm, wr
 
 
+def fstats_per_mib(lib, data, workdir):
+    """A writer's fstat() calls per MiB it vmspliced, for 1 MiB writes into
+    sh's pipe (64 KiB, so sixteen ring regions a write): the reuse rule's
+    identity check, asked once a write (the pin's), not once a region."""
+    trace = os.path.join(workdir, "trace-fstat")
+    cmd = ["strace", "-f", "-qq", "-e", "trace=vmsplice,fstat,newfstatat", "-e", "signal=none",
+           "-o", trace, "sh", "-c", f"dd if={data} bs=1M status=none | sha256sum"]
+    subprocess.run(cmd, env=dict(os.environ, LD_PRELOAD=lib), stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=120, check=True)
+    vm, fst = {}, {}
+    call = re.compile(r"^(\d+)\s+(vmsplice|fstat|newfstatat)\((.*)\) += (-?\d+)")
+    with open(trace, errors="replace") as f:
+        for line in f:
+            m = call.match(line.strip())
+            if not m:
+                continue
+            pid, name, n = m.group(1), m.group(2), int(m.group(4))
+            if name == "vmsplice":
+                vm[pid] = vm.get(pid, 0) + max(n, 0)
+            elif name == "fstat" or '""' in m.group(3):
+                fst[pid] = fst.get(pid, 0) + 1
+    if not vm:
+        return None
+    writer = max(vm, key=vm.get)
+    return fst.get(writer, 0) / (vm[writer] / 2**20)
+
+
 def main():
     lib = os.path.abspath(sys.argv[1])
     static_copy = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None
@@ -170,6 +197,12 @@ def main():
         print(f"{'ok  ' if seen == 'status 1' else 'FAIL'} PPIPE_REGISTRY in a program "
               f"without the preload: {seen!r} (want 'status 1')")
         failed |= seen != "status 1"
+        # Before it held, 16 a MiB (one a 64 KiB region); dd's own start-up adds a few.
+        per = fstats_per_mib(lib, data, d)
+        ok = per is not None and per <= 3
+        print(f"{'ok  ' if ok else 'FAIL'} dd bs=1M into a 64 KiB pipe: "
+              f"{'no vmsplice' if per is None else f'{per:.2f}'} fstat calls a MiB (want <= 3)")
+        failed |= not ok
         for name, argv, lo, hi, *which in shapes:
             want = wants[which[0] if which else "data"]
             out, vm, wr = run_shape(lib, argv, d)
