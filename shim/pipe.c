@@ -132,8 +132,10 @@ PP_COMMON struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capac
 	p->last_fallback = NULL;
 	p->path_told = 0;
 	p->local = (struct pp_shared){ 0 };
-	for (int i = 0; i < PP_CNT_COUNT; i++)
-		__atomic_store_n(&p->cnt.v[i], 0, __ATOMIC_RELAXED);
+	/* One store each: as a loop, its counting cost more than the stores. */
+#define PP_X(name, desc) __atomic_store_n(&p->cnt.v[PP_CNT_##name], 0, __ATOMIC_RELAXED);
+	PP_COUNTERS(PP_X)
+#undef PP_X
 	p->rings = (struct pp_rings){ 0 };
 	p->fd_refs = 0;
 	p->wfd_refs = 0;
