@@ -177,23 +177,7 @@ static int op_pin(struct write_op *op)
 	}
 	op->pin = (int)pin;
 	op->wfd = (int)pin;
-	/*
-	 * The check just made is the reuse rule's identity check (ring.c):
-	 * the fd names the pipe now. Every push from here on goes through the
-	 * pin, into the pipe, and is recorded as checked (op_pushed()).
-	 */
-	if (op->r)
-		pp_ring_verified(op->r);
 	return 0;
-}
-
-/* Records @n bytes pushed at the op's place in its region. */
-static void op_pushed(struct write_op *op, size_t n)
-{
-	pp_ring_pushed(op->r, op->roff + op->pushed, n);
-	op->pushed += n;
-	if (op->pin >= 0 && op->wfd == op->pin)
-		pp_ring_verified(op->r);
 }
 
 static void op_end_outlet(struct write_op *op)
@@ -444,7 +428,8 @@ static long push_region(struct write_op *op, size_t chunk, unsigned int *vflags)
 		pp_count(&op->p->cnt, PP_CNT_vmsplice_calls, 1);
 		*vflags = SPLICE_F_NONBLOCK;
 		if (n > 0) {
-			op_pushed(op, (size_t)n);
+			pp_ring_pushed(r, op->roff + op->pushed, (size_t)n);
+			op->pushed += (size_t)n;
 			/* vmsplice() stops short only at a full pipe. */
 			if (op->nonblock && op->pushed < chunk && nonblock_still(op))
 				return -EAGAIN;
@@ -659,6 +644,13 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 		/* The reuse checks ask the file too: after a first call, the pinned one. */
 		if (op.calls && !op.out.st && (ret = op_ensure_pin(&op)))
 			break;
+		/*
+		 * The pinned file is the pipe (op_pin() checked it): the reuse
+		 * rule's identity check of it would only say so again. The first
+		 * region of every write still asks the fd itself (ring.c).
+		 */
+		if (op.pin >= 0 && op.wfd == op.pin)
+			pp_ring_verified(r);
 		roff = op.out.st ? pp_ring_reserve(r, chunk, op.out.pipe_fd, op.out.in_fd,
 						   pp_pipe_ino(p), capacity, &checks) :
 				   pp_ring_reserve(r, chunk, op.wfd, -1, pp_pipe_ino(p), capacity,

@@ -96,9 +96,9 @@ long pp_ring_reserve(struct pp_ring *r, size_t len, int fd, int stage_fd, uint64
 /* Records that @bytes of the region at @off (page-aligned) went into the pipe. */
 void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes);
 /*
- * Records that every push so far is known to have gone into the pipe (the
- * caller checked the fd's file as pp_ring_reserve() would, or pushed
- * through a file it holds and checked): no identity check for them.
+ * Records that every push so far is known to have gone into the pipe: what
+ * pp_ring_reserve()'s identity check would record, for a caller that holds
+ * the pipe's file itself, checked, so that the check could not fail.
  */
 static inline void pp_ring_verified(struct pp_ring *r)
 {
