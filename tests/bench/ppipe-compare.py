@@ -1446,15 +1446,21 @@ def host_info():
 # ---------------------------------------------------------------- text
 
 
-def fmt_num(value):
-    """Compact number: more decimals for small values."""
+def fmt_scaled(value, missing, whole_from, small_digits):
+    """@value with no decimals from @whole_from up, one from 10, else
+    @small_digits; @missing for None."""
     if value is None:
-        return "n/a"
-    if abs(value) >= 100:
+        return missing
+    if abs(value) >= whole_from:
         return f"{value:.0f}"
     if abs(value) >= 10:
         return f"{value:.1f}"
-    return f"{value:.2f}"
+    return f"{value:.{small_digits}f}"
+
+
+def fmt_num(value):
+    """Compact number: more decimals for small values."""
+    return fmt_scaled(value, "n/a", 100, 2)
 
 
 def fmt_delta(a, b):
@@ -1467,13 +1473,7 @@ def fmt_delta(a, b):
 def fmt_cpu(value):
     """CPU seconds per GiB, or a ratio of them: three decimals below 10;
     "-" where unknown (a result saved before CPU was measured)."""
-    if value is None:
-        return "-"
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3f}"
+    return fmt_scaled(value, "-", 1000, 3)
 
 
 def is_cpu(key):
