@@ -101,15 +101,6 @@ PP_COMMON long pp_stats_fold_closed(const struct pp_counters *c)
 	return i < PP_CLOSED_MAX ? (long)i : -1;
 }
 
-PP_COMMON void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
-				  const char *last_fallback, const struct pp_counters *c)
-{
-	long i = pp_stats_fold_closed(c);
-
-	if (i >= 0)
-		pp_stats_list_closed(i, ino, path, reason, last_fallback, c);
-}
-
 PP_COMMON void pp_stats_list_closed(long i, uint64_t ino, const char *path, const char *reason,
 				    const char *last_fallback, const struct pp_counters *c)
 {

@@ -120,16 +120,12 @@ extern struct pp_latency pp_latency_all;
 /* Adds @c to the closed-pipe totals. */
 void pp_stats_fold(const struct pp_counters *c);
 /*
- * A pipe is gone: adds its counters @c to the totals and, if bytes were
- * written into it, lists it under "closed_pipes" with its @path, @reason
- * and @last_fallback (static strings). Async-signal-safe.
- */
-void pp_stats_fold_pipe(uint64_t ino, const char *path, const char *reason,
-			const char *last_fallback, const struct pp_counters *c);
-/*
- * pp_stats_fold_pipe() in two steps, for a caller whose path and reason
- * take work to find: the fold, which returns the "closed_pipes" entry the
- * pipe is to fill (or -1: no bytes, or the list is full), then the entry.
+ * A pipe is gone, in two steps, so that its path and reason are looked up
+ * only for a pipe that is listed: pp_stats_fold_closed() adds its counters
+ * @c to the totals and returns the "closed_pipes" entry it is to fill (-1:
+ * no byte was written into it, or the list is full), which
+ * pp_stats_list_closed() fills with its @path, @reason and @last_fallback
+ * (static strings). Async-signal-safe.
  */
 long pp_stats_fold_closed(const struct pp_counters *c);
 void pp_stats_list_closed(long entry, uint64_t ino, const char *path, const char *reason,
