@@ -113,6 +113,19 @@ static inline bool pp_engine_holds(const struct pp_pipe *p)
 	return __atomic_load_n(&p->engine_word, __ATOMIC_RELAXED) != 0;
 }
 
+/*
+ * A span (ppipe.h) of @n bytes, in place at @off of ring @r of pipe @p
+ * (entered, the ring claimed busy by the span), committed to @fd with
+ * the semantics of write(): the vmsplice engine's push of one region
+ * (engine_vmsplice.c), without its copy. The ring's head stays where it
+ * is: the span moves it when it closes. Returns bytes written, -errno,
+ * or PP_DECLINE (nothing moved: the caller writes the span's bytes with
+ * the real call). A cancellation in its waits closes the span: its
+ * region is released, @p left and *@span_kind zeroed.
+ */
+ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off, size_t n,
+		       unsigned int *span_kind);
+
 /* Whether the vmsplice machinery works here, and why not (probe.c). */
 bool pp_engine_ready(void);
 /* Whether the start-up probe has decided (false while a thread runs it). */

@@ -131,6 +131,7 @@ struct write_op {
 	struct pp_outlet out; /* out.st: the pages go to the pipe or the engine's outlet */
 	bool staging; /* the pipe was full: the rest of this write goes through the outlet */
 	bool nonblock; /* the write end's file is non-blocking: never wait (design.md) */
+	unsigned int *span_kind; /* a span's (ppipe.h) being committed: cancellation closes it */
 };
 
 /* Gives the ring back after the op: the next write of this thread may run. */
@@ -211,6 +212,8 @@ static void op_cancelled(void *arg)
 		op->turn = false;
 	}
 	op_release_ring(op, now_ns());
+	if (op->span_kind)
+		*op->span_kind = 0;
 	op_unpin(op);
 	op_end_outlet(op);
 	if (op->done) {
@@ -540,6 +543,30 @@ static long nonblock_room(struct write_op *op)
 	return nonblock_still(op) ? -EAGAIN : 0;
 }
 
+/*
+ * Whether the write end is non-blocking, or -errno when the write must
+ * take the real call (packet mode; F_GETFL failed): pipes we did not
+ * create may share their open file with anyone, so the kernel is asked
+ * each time (nonblock_plan needs the kernel's partial counts).
+ */
+static int write_end_nonblock(struct pp_pipe *p, int fd, const char **why)
+{
+	long fl;
+
+	if (p->created_here)
+		return pp_pipe_nonblock(p);
+	fl = pp_sys_fcntl(fd, F_GETFL, 0);
+	if (fl >= 0 && (fl & O_DIRECT)) {
+		*why = "packet mode (O_DIRECT)";
+		return -EINVAL;
+	}
+	if (fl < 0) {
+		*why = NULL;
+		return -EBADF;
+	}
+	return (fl & O_NONBLOCK) != 0;
+}
+
 ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt, size_t total,
 		      const struct pp_outlet_ops *ops)
 {
@@ -575,16 +602,13 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	 * the kernel's (nonblock_plan). Pipes we did not create may share
 	 * their open file with anyone: ask the kernel each time.
 	 */
-	if (!p->created_here) {
-		long fl = pp_sys_fcntl(fd, F_GETFL, 0);
+	{
+		const char *why = "";
+		int nb = write_end_nonblock(p, fd, &why);
 
-		if (fl >= 0 && (fl & O_DIRECT))
-			return decline(p, "packet mode (O_DIRECT)");
-		if (fl < 0)
-			return fall_back(p, "F_GETFL failed");
-		op.nonblock = fl & O_NONBLOCK;
-	} else {
-		op.nonblock = pp_pipe_nonblock(p);
+		if (nb < 0)
+			return why ? decline(p, why) : fall_back(p, "F_GETFL failed");
+		op.nonblock = nb;
 	}
 	if (op.nonblock && (ret = nonblock_plan(p, fd, total, ops != NULL, &body)))
 		return ret;
@@ -772,6 +796,81 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	if (op.t0)
 		pp_latency_record(&pp_latency_all, now - op.t0);
 	maybe_trim(now);
+	return (ssize_t)op.done;
+}
+
+ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off, size_t n,
+		       unsigned int *span_kind)
+{
+	struct write_op op = { .p = p,
+			       .r = r,
+			       .fd = fd,
+			       .wfd = fd,
+			       .pin = -1,
+			       .epoch = pp_fdt_epoch(fd),
+			       .roff = off,
+			       .in_region = true,
+			       .span_kind = span_kind,
+			       .t0 = pp_cfg.stats[0] || pp_cfg.counters[0] ? now_ns() : 0 };
+	unsigned int vflags = SPLICE_F_NONBLOCK;
+	const char *why = "";
+	size_t body = n;
+	uint64_t now;
+	long ret;
+	int nb;
+
+	/* Below the threshold a plain write may merge into the last buffer: the real call. */
+	if (n < pp_cfg.min_write || !pp_engine_ready())
+		return fall_back(p, "span commit below PPIPE_MIN_WRITE, or no engine");
+	if (pp_pipe_unsafe(p))
+		return fall_back(p, "readers no longer known");
+	nb = write_end_nonblock(p, fd, &why);
+	if (nb < 0)
+		return why ? decline(p, why) : fall_back(p, "F_GETFL failed");
+	op.nonblock = nb;
+	if (op.nonblock && (ret = nonblock_plan(p, fd, n, false, &body)))
+		return ret;
+	ret = push_region(&op, body, &vflags);
+	op_give_turn(&op);
+	/* The span keeps its region: the caller moves the ring's head when it closes. */
+	op.in_region = false;
+	op.done = op.pushed;
+	if (ret == PP_DECLINE) {
+		op_unpin(&op);
+		return decline(p, "vmsplice refused the fd");
+	}
+	now = now_ns();
+	if (op.done)
+		pp_turn_account(&p->turn, pp_pipe_ino(p), op.done, now);
+	if (!op.done) {
+		op_unpin(&op);
+		if (ret == -ESTALE)
+			return fall_back(p, "fd closed during the write");
+		if (ret == PP_NO_PIN)
+			return fall_back(p, "no fd to hold the write's file");
+		if (ret == PP_TURN_INTR)
+			return fall_back(p, "a signal ended the wait for the pipe's turn");
+		if ((ret == -EAGAIN && op.nonblock) || ret >= 0)
+			return fall_back(p, "non-blocking write end, pipe full");
+		return ret;
+	}
+	/* A non-blocking span's unaligned tail: the real call, into a pipe that was empty. */
+	if ((ret == 0 || ret == PP_NO_PIN) && op.done < n) {
+		struct iovec tail = { r->data + off + op.done, n - op.done };
+		ssize_t t = rest_cancellable(&op, &tail, 1, 0, 0);
+
+		if (t > 0)
+			op.done += (size_t)t;
+	}
+	op_unpin(&op);
+	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
+	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
+	pp_count(&p->cnt, PP_CNT_bytes_vmspliced, op.pushed);
+	pp_count(&p->cnt, PP_CNT_span_commits, 1);
+	if (op.nonblock)
+		pp_count(&p->cnt, PP_CNT_writes_nonblocking, 1);
+	if (op.t0)
+		pp_latency_record(&pp_latency_all, now_ns() - op.t0);
 	return (ssize_t)op.done;
 }
 

@@ -441,10 +441,13 @@ void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes)
 {
 	size_t page = pp_page_size();
 
+	/* A push from inside a page (a span's rest, ppipe.h) takes a slot for each page it touches. */
 	while (bytes) {
-		size_t n = bytes < page ? bytes : page;
+		size_t n = page - off % page;
 		size_t i = off / page;
 
+		if (n > bytes)
+			n = bytes;
 		r->pushed_bytes += n;
 		r->pushed_slots++;
 		r->mark_bytes[i] = r->pushed_bytes;
@@ -674,6 +677,11 @@ PP_COMMON void pp_rings_forget(struct pp_rings *set)
 		set->lock = 0;
 	if (set->head)
 		set->head = NULL;
+}
+
+uint64_t pp_ring_self_serial(void)
+{
+	return tl_serial;
 }
 
 void pp_ring_after_fork_child(void)

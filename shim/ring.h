@@ -150,6 +150,13 @@ void pp_rings_forget(struct pp_rings *set);
 /* In a fork child: drop this thread's ring cache and the pool accounting. */
 void pp_ring_after_fork_child(void);
 
+/*
+ * The calling thread's serial, as its rings' owner_serial says it (0
+ * before its first ring): never the same for two threads of a process,
+ * nor in a fork child for any thread of its parent.
+ */
+uint64_t pp_ring_self_serial(void);
+
 /* Page size, read once. */
 size_t pp_page_size(void);
 

@@ -47,7 +47,8 @@
 	X(ring_waits, "writes that found their ring still referenced by the pipe")            \
 	X(efaults, "writes whose source buffer faulted")                                      \
 	X(writes_nonblocking, "of the accelerated writes, those to a non-blocking write end") \
-	X(bytes_vmspliced, "of bytes_accelerated, bytes vmsplice put in (the rest: real call)")
+	X(bytes_vmspliced, "of bytes_accelerated, bytes vmsplice put in (the rest: real call)") \
+	X(span_commits, "of the accelerated writes, spans committed in place (ppipe.h)")
 
 enum pp_counter {
 #define PP_X(name, desc) PP_CNT_##name,
