@@ -195,19 +195,27 @@ void ppipe_span_release(struct ppipe_span *span) PPIPE_REF;
 
 static inline int ppipe_buffer_span_get(int fd, size_t want, struct ppipe_span *span)
 {
-	long page = sysconf(_SC_PAGESIZE);
-	void *buf;
+	long sc = sysconf(_SC_PAGESIZE);
+	size_t page = sc > 0 ? (size_t)sc : 4096;
+	char *buf;
 
-	if (!span || !want || want > (size_t)SSIZE_MAX) {
+	if (!span || !want || want > (size_t)SSIZE_MAX - page) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (posix_memalign(&buf, page > 0 ? (size_t)page : 4096, want)) {
+	/*
+	 * malloc, aligned by hand: once a block of this size was freed, malloc
+	 * serves the next from its heap, with no page to fault (an aligned
+	 * allocation of the same size would be mapped afresh each time).
+	 */
+	buf = (char *)malloc(want + page - 1);
+	if (!buf) {
 		errno = ENOMEM;
 		return -1;
 	}
 	memset(&span->priv, 0, sizeof(span->priv));
-	span->data = span->priv.base = buf;
+	span->priv.base = buf;
+	span->data = buf + (-(uintptr_t)buf & (page - 1));
 	span->len = span->priv.size = want;
 	span->priv.owner = (uintptr_t)pthread_self();
 	span->priv.fd = fd;
