@@ -636,7 +636,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE)) {
 		op_end_outlet(&op);
-		return fall_back(p, "a signal handler wrote inside libppipe's write");
+		return fall_back(p, "ring in use: a span open, or a signal handler inside a write");
 	}
 	op.r = r;
 	/* The huge-page verdict is measured in writes' time: see thp.c. */
