@@ -7,9 +7,15 @@
  * it with and without LD_PRELOAD compares a preload library against plain
  * pipes. ppipe-compare drives it; the output is one JSON object (--json) or
  * a short text block.
+ *
+ * --produce api writes through ppipe.h's spans. The header is included
+ * without PPIPE_LINKED: its calls are weak references, bound to libppipe's
+ * when it is preloaded and answered by the header's fallback (a buffer and
+ * write()) when it is not, so one binary measures both.
  */
 #include "cli.h"
 #include "histogram.h"
+#include "ppipe.h"
 #include "pressure.h"
 #include "stream.h"
 
@@ -37,6 +43,18 @@
 
 enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 
+/*
+ * How writers make each write (--produce): prepared, one buffer filled
+ * once and written again and again (the verification stream is made
+ * afresh only with --verify); copy, every block generated into the
+ * writer's buffer (the produced stream, stream.h), then write(); api,
+ * every block generated in place into spans of ppipe_span_get(), then
+ * committed. copy and api make the same bytes at the same cost: what
+ * differs between them is only the way into the pipe.
+ */
+enum produce { PRODUCE_PREPARED, PRODUCE_COPY, PRODUCE_API };
+static const char *const produce_names[] = { "prepared", "copy", "api" };
+
 #define MAX_TASKS 1024
 #define MAX_SIZE (256ull << 20)
 #define MAX_WORK_NS 1000000000ull
@@ -48,6 +66,7 @@ struct options {
 	uint64_t size, read_size, pipe_size;
 	double duration;
 	uint64_t work_ns; /* --work: the producer's computation before each write */
+	enum produce produce;
 	int verify, json;
 	enum pressure_mode memory_pressure; /* PRESSURE_NONE without --memory-pressure */
 	uint64_t pressure_limit;
@@ -58,8 +77,9 @@ struct options {
 };
 
 struct writer_stats {
-	uint64_t writes;
+	uint64_t writes; /* write() calls; --produce api: blocks of --size */
 	uint64_t bytes;
+	uint64_t spans; /* --produce api: the spans the blocks took */
 	uint64_t end_ns;
 	uint64_t works, work_time_ns; /* --work: how often, and how long it took */
 	uint64_t work_state; /* the end of its chain, so that no step is dead code */
@@ -244,18 +264,69 @@ static uint64_t work_calibrate(const struct options *o)
 	return (uint64_t)((double)o->work_ns * per_ns + 0.5) ?: 1;
 }
 
+/*
+ * --produce api: one block of --size bytes generated in place into spans
+ * of the pipe, as many as it takes (a span holds at most what one ring
+ * region does), each committed whole. @ns gets the time spent in
+ * ppipe_span_get() and ppipe_span_commit(), what write() is to the other
+ * ways. Returns 0, or the errno that ended the block.
+ */
+static int write_spans(struct bench *b, unsigned int id, uint64_t *pos, uint64_t *ns)
+{
+	struct writer_stats *ws = &b->sh->w[id];
+	uint64_t left = b->opt->size, t0;
+
+	*ns = 0;
+	while (left) {
+		struct ppipe_span span;
+		size_t len;
+
+		t0 = now_ns();
+		if (ppipe_span_get(b->fds[1], (size_t)left, &span))
+			return errno;
+		*ns += now_ns() - t0;
+		ws->spans++;
+		len = span.len;
+		stream_words_fill(id, *pos, span.data, len);
+		/* A partial commit leaves the rest in the span: commit it too. */
+		for (size_t todo = len; todo;) {
+			ssize_t n;
+
+			t0 = now_ns();
+			n = ppipe_span_commit(&span, todo);
+			*ns += now_ns() - t0;
+			if (n < 0) {
+				int err = errno;
+
+				if (err == EINTR)
+					continue;
+				ppipe_span_release(&span);
+				return err;
+			}
+			todo -= (size_t)n;
+			*pos += (uint64_t)n;
+			ws->bytes += (uint64_t)n;
+		}
+		left -= len;
+	}
+	return 0;
+}
+
 static void writer_loop(struct bench *b, unsigned int id)
 {
 	const struct options *o = b->opt;
 	struct writer_stats *ws = &b->sh->w[id];
-	/* The work's words cover the write's last bytes whole. */
-	unsigned char *buf = alloc_buffer(b->work_steps ? work_words(o->size) * 8 : o->size);
+	/* The work's words cover the write's last bytes whole; spans need no buffer. */
+	unsigned char *buf =
+		o->produce == PRODUCE_API ?
+			NULL :
+			alloc_buffer(b->work_steps ? work_words(o->size) * 8 : o->size);
 	uint64_t pos = 0, state = id + 1;
 	size_t work_pos = 0;
 
 	cli_pin_one("ppipe-bench", o->cpus_w, o->ncpus_w, id);
 	wait_start(b);
-	if (!buf) {
+	if (!buf && o->produce != PRODUCE_API) {
 		ws->error = ENOMEM;
 		goto out;
 	}
@@ -270,8 +341,21 @@ static void writer_loop(struct bench *b, unsigned int id)
 			ws->work_time_ns += now_ns() - t0;
 			ws->works++;
 		}
+		if (o->produce == PRODUCE_API) {
+			int err = write_spans(b, id, &pos, &dt);
+
+			if (err) {
+				ws->error = err;
+				break;
+			}
+			ws->writes++;
+			hist_record(&ws->hist, dt);
+			continue;
+		}
 		/* After the work: the verified stream is what goes out. */
-		if (o->verify)
+		if (o->produce == PRODUCE_COPY)
+			stream_words_fill(id, pos, buf, o->size);
+		else if (o->verify)
 			stream_fill(id, pos, buf, o->size);
 		t0 = now_ns();
 		n = write(b->fds[1], buf, o->size);
@@ -487,7 +571,7 @@ static int run_procs(struct bench *b, uint64_t *start)
 /* ---- results ---- */
 
 struct summary {
-	uint64_t writes, bytes, end_ns;
+	uint64_t writes, bytes, spans, end_ns;
 	double elapsed_s, mbps, writes_per_s;
 	double write_time_share; /* of the writers' time, the part inside write() */
 	uint64_t work_avg_ns; /* --work: what it took per write, on the clock */
@@ -504,6 +588,7 @@ static void summarize(const struct bench *b, uint64_t start, struct summary *s)
 
 		s->writes += ws->writes;
 		s->bytes += ws->bytes;
+		s->spans += ws->spans;
 		if (ws->end_ns > s->end_ns)
 			s->end_ns = ws->end_ns;
 		if (ws->end_ns > start)
@@ -694,7 +779,7 @@ static void print_pressure_text(const struct pressure *p)
 }
 
 static void print_json(const struct bench *b, const struct summary *s, const struct pressure *p,
-		       const struct cli_preloads *pl, int verified)
+		       const struct cli_preloads *pl, const char *api_version, int verified)
 {
 	const struct options *o = b->opt;
 	const struct histogram *h = &s->hist;
@@ -705,9 +790,10 @@ static void print_json(const struct bench *b, const struct summary *s, const str
 		"{\"tool\":\"ppipe-bench\",\"version\":\"%s\",\"mode\":\"%s\",\"writers\":%u,"
 		"\"readers\":%u,\"size\":%" PRIu64 ",\"read_size\":%" PRIu64
 		",\"pipe_size\":%" PRIu64 ",\"work_ns\":%" PRIu64
-		",\"duration_s\":%g,\"elapsed_s\":%.6f,",
+		",\"produce\":\"%s\",\"duration_s\":%g,\"elapsed_s\":%.6f,",
 		PPIPE_VERSION, o->procs ? "procs" : "threads", o->writers, o->readers, o->size,
-		o->read_size, o->pipe_size, o->work_ns, o->duration, s->elapsed_s);
+		o->read_size, o->pipe_size, o->work_ns, produce_names[o->produce], o->duration,
+		s->elapsed_s);
 	fprintf(f, "\"verify\":%s,\"verified\":%s,\"memory_pressure\":%s,\"pressure_mode\":",
 		o->verify ? "true" : "false", o->verify ? (verified ? "true" : "false") : "null",
 		o->memory_pressure ? "true" : "false");
@@ -717,9 +803,10 @@ static void print_json(const struct bench *b, const struct summary *s, const str
 		fprintf(f, "null,");
 	fprintf(f,
 		"\"writes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+		",\"spans\":%" PRIu64
 		",\"mbps\":%.3f,\"writes_per_s\":%.1f,\"write_time_share\":%.4f,\"work_avg_ns\":%" PRIu64
 		",",
-		s->writes, s->bytes, b->sh->bytes_read, s->mbps, s->writes_per_s,
+		s->writes, s->bytes, b->sh->bytes_read, s->spans, s->mbps, s->writes_per_s,
 		s->write_time_share, s->work_avg_ns);
 	fprintf(f,
 		"\"lat_avg_ns\":%" PRIu64 ",\"lat_p50_ns\":%" PRIu64 ",\"lat_p99_ns\":%" PRIu64
@@ -742,6 +829,12 @@ static void print_json(const struct bench *b, const struct summary *s, const str
 		fprintf(f, "null");
 	fprintf(f, ",");
 	print_cpu_json(f, b, s);
+	/* What ppipe_version() answered: null where libppipe is not in the process. */
+	fprintf(f, ",\"ppipe_version\":");
+	if (api_version)
+		json_string(f, api_version);
+	else
+		fprintf(f, "null");
 	fprintf(f, ",\"preloaded\":[");
 	for (int i = 0; i < pl->n; i++) {
 		if (!pl->mapped[i] || (o->expect_preload && pl->want[i] == o->expect_preload))
@@ -754,19 +847,22 @@ static void print_json(const struct bench *b, const struct summary *s, const str
 }
 
 static void print_text(const struct bench *b, const struct summary *s, const struct pressure *p,
-		       int verified)
+		       const char *api_version, int verified)
 {
 	const struct options *o = b->opt;
 	const struct histogram *h = &s->hist;
 
 	printf("config: mode=%s writers=%u readers=%u size=%" PRIu64 " pipe_size=%" PRIu64
-	       " work_ns=%" PRIu64 " duration=%g memory_pressure=%s verify=%s\n",
+	       " work_ns=%" PRIu64 " produce=%s duration=%g memory_pressure=%s verify=%s\n",
 	       o->procs ? "procs" : "threads", o->writers, o->readers, o->size, o->pipe_size,
-	       o->work_ns, o->duration,
+	       o->work_ns, produce_names[o->produce], o->duration,
 	       o->memory_pressure ? pressure_mode_name(o->memory_pressure) : "no",
 	       o->verify ? "yes" : "no");
 	printf("writes: total=%" PRIu64 " rate=%.0f/s elapsed=%.3fs\n", s->writes, s->writes_per_s,
 	       s->elapsed_s);
+	if (o->produce == PRODUCE_API)
+		printf("spans: total=%" PRIu64 " of libppipe %s\n", s->spans,
+		       api_version ? api_version : "(absent: the header's buffers)");
 	printf("throughput_MBps: %.2f\n", s->mbps);
 	printf("write_time_share: %.4f\n", s->write_time_share);
 	if (o->work_ns)
@@ -824,6 +920,11 @@ static void usage(FILE *f)
 		"      --read-size BYTES   bytes per read() (same as --size)\n"
 		"      --work NS           each writer computes NS ns before every write, into\n"
 		"                          its buffer (ns, or us/ms/s suffixes; 0: none)\n"
+		"      --produce HOW       how writers make each write: prepared (one buffer,\n"
+		"                          written again and again; the default), copy (every\n"
+		"                          block generated into the writer's buffer, then\n"
+		"                          write()), api (every block generated in place into\n"
+		"                          ppipe_span_get() spans, then committed; ppipe.h)\n"
 		"  -p, --pipe-size BYTES   F_SETPIPE_SZ; 0 keeps the default (1M)\n"
 		"  -d, --duration SECONDS  run time, fractions allowed (3)\n"
 		"      --verify            check every byte (sequence numbers, checksums)\n"
@@ -869,6 +970,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		O_MODE = 256,
 		O_READ_SIZE,
 		O_WORK,
+		O_PRODUCE,
 		O_VERIFY,
 		O_PRESSURE,
 		O_LIMIT,
@@ -887,6 +989,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		{ "size", required_argument, NULL, 's' },
 		{ "read-size", required_argument, NULL, O_READ_SIZE },
 		{ "work", required_argument, NULL, O_WORK },
+		{ "produce", required_argument, NULL, O_PRODUCE },
 		{ "pipe-size", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "verify", no_argument, NULL, O_VERIFY },
@@ -946,6 +1049,17 @@ static void parse_args(int argc, char **argv, struct options *o)
 					"or s suffix)",
 					optarg);
 			break;
+		case O_PRODUCE: {
+			unsigned int i = 0;
+
+			while (i < sizeof(produce_names) / sizeof(produce_names[0]) &&
+			       strcmp(optarg, produce_names[i]))
+				i++;
+			if (i == sizeof(produce_names) / sizeof(produce_names[0]))
+				die_usage("--produce: '%s' is not prepared, copy or api", optarg);
+			o->produce = (enum produce)i;
+			break;
+		}
 		case 'p':
 			if (cli_parse_size(optarg, &o->pipe_size) || o->pipe_size > INT_MAX)
 				die_usage("--pipe-size: '%s' is not a byte count below 2G", optarg);
@@ -1020,6 +1134,11 @@ static void parse_args(int argc, char **argv, struct options *o)
 		o->read_size = o->size;
 	if (o->memcpy && o->work_ns)
 		die_usage("--work applies to --mode threads and procs, not memcpy");
+	if (o->memcpy && o->produce != PRODUCE_PREPARED)
+		die_usage("--produce applies to --mode threads and procs, not memcpy");
+	if (o->work_ns && o->produce != PRODUCE_PREPARED)
+		die_usage("--work applies to --produce prepared: copy and api generate every block "
+			  "themselves");
 	if (o->verify && o->writers > STREAM_MAX_WRITERS) {
 		fprintf(stderr, "ppipe-bench: --verify supports at most %d writers\n",
 			STREAM_MAX_WRITERS);
@@ -1052,7 +1171,8 @@ static void setup_pipe(struct bench *b, struct options *o)
 	o->pipe_size = (uint64_t)got;
 }
 
-static struct shared *alloc_shared(unsigned int writers, unsigned int verify_writers)
+static struct shared *alloc_shared(unsigned int writers, unsigned int verify_writers,
+				   enum produce produce)
 {
 	size_t len = sizeof(struct shared) + writers * sizeof(struct writer_stats);
 	pthread_mutexattr_t attr;
@@ -1065,7 +1185,10 @@ static struct shared *alloc_shared(unsigned int writers, unsigned int verify_wri
 	pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
 	pthread_mutex_init(&sh->read_lock, &attr);
 	pthread_mutexattr_destroy(&attr);
-	stream_check_init(&sh->check, verify_writers);
+	if (produce == PRODUCE_PREPARED)
+		stream_check_init(&sh->check, verify_writers);
+	else
+		stream_check_init_words(&sh->check, verify_writers);
 	return sh;
 }
 
@@ -1102,7 +1225,7 @@ int main(int argc, char **argv)
 	}
 
 	setup_pipe(&b, &opt);
-	b.sh = alloc_shared(opt.writers, opt.writers);
+	b.sh = alloc_shared(opt.writers, opt.writers, opt.produce);
 	run = opt.procs ? run_procs(&b, &start) : run_threads(&b, &start);
 	if (opt.memory_pressure)
 		pressure_stop(&pr);
@@ -1114,7 +1237,8 @@ int main(int argc, char **argv)
 	}
 	for (unsigned int i = 0; i < opt.writers; i++) {
 		if (b.sh->w[i].error) {
-			fprintf(stderr, "ppipe-bench: writer %u: write: %s\n", i,
+			fprintf(stderr, "ppipe-bench: writer %u: %s: %s\n", i,
+				opt.produce == PRODUCE_API ? "ppipe_span_get/commit" : "write",
 				strerror(b.sh->w[i].error));
 			failed = 1;
 		}
@@ -1139,8 +1263,8 @@ int main(int argc, char **argv)
 	}
 
 	if (opt.json)
-		print_json(&b, &sum, &pr, &pl, verified);
+		print_json(&b, &sum, &pr, &pl, ppipe_version(), verified);
 	else
-		print_text(&b, &sum, &pr, verified);
+		print_text(&b, &sum, &pr, ppipe_version(), verified);
 	return failed ? EXIT_RUN_FAILED : 0;
 }

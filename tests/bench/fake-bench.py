@@ -10,6 +10,12 @@ outside write(): mbps falls and write_time_share is write time / both.
 CPU seconds per GiB moved (the "cpu" object): writers 0.1 user + 0.2 sys,
 readers 0.05 + 0.35, none other; times FAKE_BENCH_CPU_FACTOR (default
 0.75) when LD_PRELOAD is set.
+--produce copy is the default's numbers; --produce api multiplies MB/s by
+API_FACTOR (1.5) and the writers' CPU by API_WRITER_CPU (0.5) when
+LD_PRELOAD is set (the library's spans), MB/s by API_PLAIN_FACTOR (0.9)
+and the writers' CPU by API_PLAIN_WRITER_CPU (1.2) when not (the header's
+buffers). "ppipe_version" is FAKE_BENCH_PPIPE_VERSION (default
+0.0.0-fake; empty: null) when LD_PRELOAD is set, null when not.
 
 Test hooks (environment):
   FAKE_BENCH_STATE=FILE   invocation counter; adds 0, 5 or 23 MB/s of
@@ -22,6 +28,8 @@ Test hooks (environment):
                           --filler-cpu budget or 0.15; hog: 1.9)
   FAKE_BENCH_MEMCPY_FAIL=1  --mode memcpy exits 3
   FAKE_BENCH_NO_CPU=1     no "cpu" object, as from a ppipe-bench before it
+  FAKE_BENCH_NO_PRODUCE=1 --produce is an unknown option, as to a
+                          ppipe-bench before it
   FAKE_BENCH_LOG=FILE     appends one JSON line per run: its arguments,
                           whether LD_PRELOAD is set, its PPIPE_* variables
 PPIPE_* variables without LD_PRELOAD are an environment error (exit 3), so
@@ -64,17 +72,22 @@ def memcpy(a):
 # CPU seconds per GiB moved of the groups, (user, sys), on plain pipes.
 CPU_PER_GIB = {"writers": (0.1, 0.2), "readers": (0.05, 0.35),
                "other": (0.0, 0.0)}
+# --produce api: MB/s and the writers' CPU with the library and without it.
+API_FACTOR, API_WRITER_CPU = 1.5, 0.5
+API_PLAIN_FACTOR, API_PLAIN_WRITER_CPU = 0.9, 1.2
 
 
-def cpu(nbytes, preloaded, procs):
-    """The "cpu" object of a run that moved nbytes."""
+def cpu(nbytes, preloaded, procs, writers=1.0):
+    """The "cpu" object of a run that moved nbytes; writers scales the
+    writers' CPU."""
     factor = float(os.environ.get("FAKE_BENCH_CPU_FACTOR", "0.75")) \
         if preloaded else 1.0
     gib = nbytes / (1 << 30)
     out = {"counted": "processes" if procs else "threads"}
     total = [0.0, 0.0]
     for group, parts in list(CPU_PER_GIB.items()) + [("all", None)]:
-        user, sys_ = (p * factor for p in parts) if parts else total
+        scale = factor * (writers if group == "writers" else 1.0)
+        user, sys_ = (p * scale for p in parts) if parts else total
         if parts:
             total = [total[0] + user, total[1] + sys_]
         out[group] = {"user_s": user * gib, "sys_s": sys_ * gib,
@@ -94,6 +107,7 @@ def main():
     p.add_argument("-p", type=positive(int))
     p.add_argument("-d", type=positive(float), required=True)
     p.add_argument("--work", type=positive(int))
+    p.add_argument("--produce", choices=("prepared", "copy", "api"))
     p.add_argument("--verify", action="store_true")
     p.add_argument("--memory-pressure", nargs="?", const="memcg",
                    choices=("memcg", "hog"))
@@ -103,6 +117,8 @@ def main():
     p.add_argument("--expect-preload")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    if a.produce and os.environ.get("FAKE_BENCH_NO_PRODUCE") == "1":
+        fail(2, "unknown option '--produce' (see --help)")
     if a.mode == "memcpy":
         return memcpy(a)
     if None in (a.w, a.r, a.p):
@@ -124,6 +140,12 @@ def main():
     factor = float(os.environ.get("FAKE_BENCH_SHIM_FACTOR", "1.0")) \
         * float(os.environ.get("PPIPE_FAKE_FACTOR", "1.0")) \
         if preloaded else 1.0
+    writer_cpu = 1.0
+    if a.produce == "api":
+        factor *= API_FACTOR if preloaded else API_PLAIN_FACTOR
+        writer_cpu = API_WRITER_CPU if preloaded else API_PLAIN_WRITER_CPU
+    version = os.environ.get("FAKE_BENCH_PPIPE_VERSION", "0.0.0-fake") \
+        if preloaded else None
     mbps = (1000 + a.s / 1000 + a.w * 10 + (0, 5, 23)[count % 3]) * factor
     rate = mbps * (1 << 20)
     lat = int(500 + a.s * 1e9 / rate * a.w)
@@ -168,20 +190,23 @@ def main():
     result = {
         "tool": PROG, "version": "0.0.0-fake", "mode": a.mode,
         "writers": a.w, "readers": a.r, "size": a.s, "pipe_size": a.p,
-        "duration_s": a.d, "elapsed_s": a.d, "verify": a.verify,
+        "produce": a.produce or "prepared", "duration_s": a.d,
+        "elapsed_s": a.d, "verify": a.verify,
         "verified": True if a.verify else None,
         "memory_pressure": bool(a.memory_pressure),
         "pressure_mode": a.memory_pressure,
-        "writes": writes, "bytes": writes * a.s, "mbps": mbps,
+        "writes": writes, "bytes": writes * a.s,
+        "spans": writes if a.produce == "api" else 0, "mbps": mbps,
         "writes_per_s": writes_per_s, "work_ns": work, "work_avg_ns": work,
         "write_time_share": write_ns / (write_ns + work), "lat_avg_ns": lat,
         "lat_p50_ns": lat * 95 // 100, "lat_p99_ns": lat * 2,
         "lat_p999_ns": lat * 5, "lat_max_ns": lat * 20,
         "per_writer": per_writer, "pressure": pressure,
-        "preloaded": preloaded,
+        "ppipe_version": version or None, "preloaded": preloaded,
     }
     if os.environ.get("FAKE_BENCH_NO_CPU") != "1":
-        result["cpu"] = cpu(writes * a.s, preloaded, a.mode == "procs")
+        result["cpu"] = cpu(writes * a.s, preloaded, a.mode == "procs",
+                            writer_cpu)
     if a.json:
         print(json.dumps(result))
     else:

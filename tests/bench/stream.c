@@ -56,6 +56,63 @@ void stream_fill(unsigned int w, uint64_t pos, unsigned char *buf, size_t len)
 	}
 }
 
+/*
+ * The produced stream's words: an odd step per (writer, word) added up
+ * (so a writer makes its next word with one addition, and a reader any
+ * word with one multiplication), folded, the data in the low nibbles and
+ * the writer in the high ones.
+ */
+#define WORD_STEP 0x9e3779b97f4a7c15ull
+#define WORD_NIBBLES 0x0f0f0f0f0f0f0f0full
+#define WORD_BYTES 0x0101010101010101ull
+
+static uint64_t word_seed(unsigned int w, uint64_t k)
+{
+	return (k * STREAM_MAX_WRITERS + w + 1) * WORD_STEP;
+}
+
+static uint64_t word_make(unsigned int w, uint64_t z)
+{
+	return ((z ^ (z >> 29)) & WORD_NIBBLES) | WORD_BYTES * (uint64_t)((w & 15) << 4);
+}
+
+static void word_bytes(uint64_t v, unsigned char out[8])
+{
+	for (int i = 0; i < 8; i++)
+		out[i] = (unsigned char)(v >> (8 * i));
+}
+
+void stream_words_fill(unsigned int w, uint64_t pos, unsigned char *buf, size_t len)
+{
+	uint64_t k = pos / 8, z = word_seed(w, k);
+	unsigned char part[8];
+	size_t off = pos % 8;
+
+	/* A first word cut by @pos, then whole ones, then the start of one. */
+	if (off) {
+		size_t n = 8 - off < len ? 8 - off : len;
+
+		word_bytes(word_make(w, z), part);
+		memcpy(buf, part + off, n);
+		buf += n;
+		len -= n;
+		z += STREAM_MAX_WRITERS * WORD_STEP;
+	}
+	for (; len >= 8; len -= 8, buf += 8) {
+		uint64_t v = word_make(w, z);
+
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		v = __builtin_bswap64(v);
+#endif
+		memcpy(buf, &v, 8);
+		z += STREAM_MAX_WRITERS * WORD_STEP;
+	}
+	if (len) {
+		word_bytes(word_make(w, z), part);
+		memcpy(buf, part, len);
+	}
+}
+
 void stream_check_init(struct stream_check *c, unsigned int writers)
 {
 	memset(c, 0, sizeof(*c));
@@ -64,17 +121,28 @@ void stream_check_init(struct stream_check *c, unsigned int writers)
 		frame_build(w, 0, c->frame[w]);
 }
 
+void stream_check_init_words(struct stream_check *c, unsigned int writers)
+{
+	memset(c, 0, sizeof(*c));
+	c->writers = writers;
+	c->words = 1;
+	for (unsigned int w = 0; w < writers && w < STREAM_MAX_WRITERS; w++)
+		word_bytes(word_make(w, word_seed(w, 0)), c->frame[w]);
+}
+
 /* Reads the sequence number out of a received frame prefix, for the report. */
 static void describe_mismatch(struct stream_check *c, unsigned int w, unsigned char want,
 			      unsigned char got)
 {
 	uint64_t pos = c->pos[w];
+	unsigned int unit = c->words ? 8 : STREAM_FRAME;
 
 	snprintf(c->error, sizeof(c->error),
-		 "writer %u, stream offset %llu (frame %llu, byte %u): expected 0x%02x, got 0x%02x "
+		 "writer %u, stream offset %llu (%s %llu, byte %u): expected 0x%02x, got 0x%02x "
 		 "(a byte of writer %u)",
-		 w, (unsigned long long)pos, (unsigned long long)(pos / STREAM_FRAME),
-		 (unsigned int)(pos % STREAM_FRAME), want, got, (unsigned int)(got >> 4));
+		 w, (unsigned long long)pos, c->words ? "word" : "frame",
+		 (unsigned long long)(pos / unit), (unsigned int)(pos % unit), want, got,
+		 (unsigned int)(got >> 4));
 }
 
 int stream_check_feed(struct stream_check *c, const unsigned char *buf, size_t len)
@@ -94,11 +162,19 @@ int stream_check_feed(struct stream_check *c, const unsigned char *buf, size_t l
 			return -1;
 		}
 		pos = c->pos[w];
-		if (pos / STREAM_FRAME != c->frame_no[w]) {
-			c->frame_no[w] = pos / STREAM_FRAME;
-			frame_build(w, c->frame_no[w], c->frame[w]);
+		if (c->words) {
+			if (pos / 8 != c->frame_no[w]) {
+				c->frame_no[w] = pos / 8;
+				word_bytes(word_make(w, word_seed(w, pos / 8)), c->frame[w]);
+			}
+			want = c->frame[w][pos % 8];
+		} else {
+			if (pos / STREAM_FRAME != c->frame_no[w]) {
+				c->frame_no[w] = pos / STREAM_FRAME;
+				frame_build(w, c->frame_no[w], c->frame[w]);
+			}
+			want = c->frame[w][pos % STREAM_FRAME];
 		}
-		want = c->frame[w][pos % STREAM_FRAME];
 		if (buf[i] != want) {
 			describe_mismatch(c, w, want, buf[i]);
 			c->failed = 1;

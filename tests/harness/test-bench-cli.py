@@ -60,6 +60,11 @@ BAD = [
     (["--work", "18446744073709551615s"], "--work"),
     (["--work", "99999999999999999999"], "--work"),
     (["--mode", "memcpy", "--work", "5"], "--work"),
+    (["--produce", "bogus"], "--produce"),
+    (["--produce", ""], "--produce"),
+    (["--produce", "api", "--work", "5us"], "--work"),
+    (["--produce", "copy", "--work", "5us"], "--work"),
+    (["--mode", "memcpy", "--produce", "api"], "--produce"),
 ]
 for args, needle in BAD:
     p = run(args + ["-d", "0.01"] if "-d" not in args else args)
@@ -197,6 +202,40 @@ for mode in ("threads", "procs"):
         check(p.returncode == 0 and r.get("verified") is True and r.get("work_avg_ns", 0) > 0
               and 0 < r.get("write_time_share", 0) < 1,
               f"--work with --verify: {mode} w={w} r={r_} s={size}", p)
+
+# --produce copy and api: every block generated (the produced stream), then
+# written, or generated in place into ppipe.h's spans and committed. Without
+# libppipe the spans are the header's buffers; the stream is verified either
+# way, through the pass-through library, and fails through the corrupting one
+# (whose write() the buffers' commits reach). JSON and text say how writers
+# produced; a block takes at least one span.
+for produce in ("copy", "api"):
+    for mode in ("threads", "procs"):
+        for w, r_, size in ((1, 1, 65536), (3, 2, 32678), (2, 1, 3)):
+            args = ["--mode", mode, "-w", str(w), "-r", str(r_), "-s", str(size), "-d", "0.1",
+                    "--produce", produce, "--verify", "--json"]
+            p = run(args, preload=PASSTHRU)
+            r = json.loads(p.stdout or "{}")
+            check(p.returncode == 0 and r.get("verified") is True and r.get("produce") == produce
+                  and r.get("bytes") == r.get("bytes_read") and r.get("writes", 0) > 0
+                  and r.get("ppipe_version", "") is None
+                  and (r.get("spans", 0) >= r.get("writes", 1) if produce == "api"
+                       else r.get("spans") == 0),
+                  f"--produce {produce} --verify: {mode} w={w} r={r_} s={size}", p)
+        args = ["--mode", mode, "-w", "2", "-r", "2", "-s", "4096", "-d", "0.2",
+                "--produce", produce, "--verify"]
+        p = run(args, preload=CORRUPT,
+                env_extra={"PPIPE_TEST_CORRUPT": "flip", "PPIPE_TEST_CORRUPT_EVERY": "20"})
+        check(p.returncode == 1 and "verification failed" in p.stderr,
+              f"--produce {produce}: verify catches flip ({mode})", p)
+p = run(["-d", "0.05", "--produce", "api"])
+check(p.returncode == 0 and " produce=api " in p.stdout
+      and "spans: total=" in p.stdout and "(absent: the header's buffers)" in p.stdout,
+      "--produce api in the text output", p)
+p = run(["-d", "0.05", "--json"])
+r = json.loads(p.stdout or "{}")
+check(p.returncode == 0 and r.get("produce") == "prepared" and r.get("spans") == 0,
+      "no --produce: prepared", p)
 
 # Even without --verify, a lost byte shows up in the byte count.
 p = run(["-s", "4096", "-d", "0.2"], preload=CORRUPT,

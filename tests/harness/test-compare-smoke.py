@@ -162,6 +162,33 @@ with tempfile.TemporaryDirectory() as d:
         check("in write()" in p.stdout and f"1x = {unit} ns" in p.stdout,
               "the work table")
 
+    # The api matrix: the real bench's --produce copy and api, plain and with
+    # the pass-through library, which has no ppipe.h API: its API runs are the
+    # header's fallback, and the table says so.
+    api = os.path.join(d, "api.json")
+    cmd = [sys.executable, RUNNER, "--only", "api", "--reps", "1", "--duration", "0.25",
+           "--bench", BENCH, "--lib", LIB, "-q", "--json", api]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+    check(p.returncode == 0, f"api run exited {p.returncode}: {p.stderr[-1000:]}")
+    if p.returncode == 0:
+        with open(api) as f:
+            doc = json.load(f)
+        check([(r["mode"], r["writers"], r["size"]) for r in doc["results"]]
+              == [(m, w, s) for m in ("threads", "procs") for w in (1, 5)
+                  for s in (65536, 262144, 1048576)], "api cells")
+        for r in doc["results"]:
+            where = f"api {r['mode']} {r['writers']}x1 {r['size']}"
+            for side in ("baseline", "shim", "api", "api_plain"):
+                v = r[side]
+                check(v["mbps"] > 0 and v["cpu_s_per_gib"] > 0 and v["cpu_writers_s_per_gib"] > 0,
+                      f"{where} {side}: MB/s, CPU and the writers' CPU per GiB")
+            check(r["api"]["ppipe_version"] is None and r["api_plain"]["ppipe_version"] is None,
+                  f"{where}: no ppipe.h API in the pass-through library or without it")
+            check(abs(r["ratio_api_mbps"] - r["api"]["mbps"] / r["baseline"]["mbps"]) < 1e-9
+                  * r["ratio_api_mbps"], f"{where}: ratio_api_mbps")
+        check(p.stdout.count("the API column measured the header's fallback") == 2
+              and "Summary, api matrix MB/s: " in p.stdout, "the api tables and their note")
+
 for f in failures:
     print("FAIL:", f)
 print(f"{len(failures)} failures")

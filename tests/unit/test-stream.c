@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The verification stream: interleaving at any byte boundary passes, and
- * a flipped, lost, duplicated or foreign byte fails.
+ * The verification stream and the produced stream (ppipe-bench --produce):
+ * interleaving at any byte boundary passes, and a flipped, lost,
+ * duplicated or foreign byte fails.
  */
 #include "check.h"
 #include "stream.h"
@@ -17,6 +18,7 @@ static unsigned char mixed[WRITERS * PER_WRITER + 1];
 static struct stream_check chk;
 static uint64_t written[STREAM_MAX_WRITERS];
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static int words; /* the produced stream, else the verification stream */
 
 static uint64_t next_rand(void)
 {
@@ -45,7 +47,10 @@ static size_t interleave(void)
 /* Feeds @len bytes in random read sizes; returns the checker's verdict. */
 static int check(size_t len)
 {
-	stream_check_init(&chk, WRITERS);
+	if (words)
+		stream_check_init_words(&chk, WRITERS);
+	else
+		stream_check_init(&chk, WRITERS);
 	for (size_t off = 0; off < len;) {
 		size_t n = 1 + next_rand() % 70000;
 
@@ -61,12 +66,13 @@ static int check(size_t len)
 static void expect(int ok, const char *what)
 {
 	if (!ok) {
-		fprintf(stderr, "FAIL: %s (%s)\n", what, chk.error);
+		fprintf(stderr, "FAIL: %s%s (%s)\n", words ? "produced stream: " : "", what,
+			chk.error);
 		failures++;
 	}
 }
 
-int main(void)
+static void checks(void)
 {
 	size_t len;
 
@@ -77,7 +83,10 @@ int main(void)
 
 			if (n > PER_WRITER - pos)
 				n = PER_WRITER - pos;
-			stream_fill(w, pos, src[w] + pos, n);
+			if (words)
+				stream_words_fill(w, pos, src[w] + pos, n);
+			else
+				stream_fill(w, pos, src[w] + pos, n);
 			pos += n;
 		}
 		written[w] = PER_WRITER;
@@ -109,6 +118,32 @@ int main(void)
 	mixed[7] = (unsigned char)(0xf0 | (mixed[7] & 15));
 	expect(check(len) != 0, "byte of an unknown writer fails");
 	expect(strstr(chk.error, "writer 15") != NULL, "error names the unknown writer");
+}
+
+int main(void)
+{
+	unsigned char whole[4096], piece[4096];
+	unsigned int nibbles = 0;
+
+	checks();
+	words = 1;
+	checks();
+	/* The produced stream is the same whatever offsets it is made from. */
+	stream_words_fill(3, 5, whole, sizeof(whole));
+	for (size_t off = 0; off < sizeof(piece);) {
+		size_t n = 1 + next_rand() % 13;
+
+		if (n > sizeof(piece) - off)
+			n = sizeof(piece) - off;
+		stream_words_fill(3, 5 + off, piece + off, n);
+		off += n;
+	}
+	expect(memcmp(whole, piece, sizeof(whole)) == 0, "pieces make the same stream");
+	/* Writer 0's bytes take every data nibble. */
+	stream_words_fill(0, 0, whole, sizeof(whole));
+	for (size_t k = 0; k < sizeof(whole); k++)
+		nibbles |= 1u << whole[k];
+	expect(nibbles == 0xffff, "every data nibble occurs");
 
 	if (failures)
 		fprintf(stderr, "%d checks failed\n", failures);
