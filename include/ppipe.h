@@ -266,18 +266,18 @@ static inline int ppipe_absent_flush(int fd)
 }
 
 #define ppipe_version() ((ppipe_version) ? (ppipe_version)() : ppipe_absent_version())
-#define ppipe_stats_get(out) ((ppipe_stats_get) ? (ppipe_stats_get)(out) : ((void)(out), ppipe_absent_stats()))
-#define ppipe_stats_dump(fd) ((ppipe_stats_dump) ? (ppipe_stats_dump)(fd) : ((void)(fd), ppipe_absent_stats()))
+#define ppipe_stats_get(out) \
+	((ppipe_stats_get) ? (ppipe_stats_get)(out) : ((void)(out), ppipe_absent_stats()))
+#define ppipe_stats_dump(fd) \
+	((ppipe_stats_dump) ? (ppipe_stats_dump)(fd) : ((void)(fd), ppipe_absent_stats()))
 #define ppipe_flush(fd) ((ppipe_flush) ? (ppipe_flush)(fd) : ppipe_absent_flush(fd))
-#define ppipe_span_get(fd, want, span)                                          \
-	((ppipe_span_get) ? (ppipe_span_get)(fd, want, span) :                  \
+#define ppipe_span_get(fd, want, span)                         \
+	((ppipe_span_get) ? (ppipe_span_get)(fd, want, span) : \
 			    ppipe_buffer_span_get(fd, want, span))
-#define ppipe_span_commit(span, n)                                              \
-	((ppipe_span_commit) ? (ppipe_span_commit)(span, n) :                   \
-			       ppipe_buffer_span_commit(span, n))
-#define ppipe_span_release(span)                                                \
-	((ppipe_span_release) ? (ppipe_span_release)(span) :                    \
-				ppipe_buffer_span_release(span))
+#define ppipe_span_commit(span, n) \
+	((ppipe_span_commit) ? (ppipe_span_commit)(span, n) : ppipe_buffer_span_commit(span, n))
+#define ppipe_span_release(span) \
+	((ppipe_span_release) ? (ppipe_span_release)(span) : ppipe_buffer_span_release(span))
 #endif
 #endif
 

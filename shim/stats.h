@@ -34,19 +34,19 @@
 #include <sys/types.h>
 
 /* X(name, description): every counter, in JSON order. */
-#define PP_COUNTERS(X)                                                                        \
-	X(writes_accelerated, "write/writev calls that went into the pipe by vmsplice")       \
-	X(bytes_accelerated, "bytes those calls moved")                                       \
-	X(writes_passthrough, "write/writev calls on tracked pipes that took the real call")  \
-	X(bytes_passthrough, "bytes those calls moved")                                       \
-	X(bytes_passthrough_large, "of them, bytes of writes of PPIPE_MIN_WRITE or more")     \
-	X(fallbacks, "accelerated attempts that fell back to the real call")                  \
-	X(vmsplice_calls, "vmsplice system calls issued")                                     \
-	X(fionread_checks, "FIONREAD checks of the reuse rule")                               \
-	X(identity_checks, "fstat checks that an fd still names its pipe")                    \
-	X(ring_waits, "writes that found their ring still referenced by the pipe")            \
-	X(efaults, "writes whose source buffer faulted")                                      \
-	X(writes_nonblocking, "of the accelerated writes, those to a non-blocking write end") \
+#define PP_COUNTERS(X)                                                                          \
+	X(writes_accelerated, "write/writev calls that went into the pipe by vmsplice")         \
+	X(bytes_accelerated, "bytes those calls moved")                                         \
+	X(writes_passthrough, "write/writev calls on tracked pipes that took the real call")    \
+	X(bytes_passthrough, "bytes those calls moved")                                         \
+	X(bytes_passthrough_large, "of them, bytes of writes of PPIPE_MIN_WRITE or more")       \
+	X(fallbacks, "accelerated attempts that fell back to the real call")                    \
+	X(vmsplice_calls, "vmsplice system calls issued")                                       \
+	X(fionread_checks, "FIONREAD checks of the reuse rule")                                 \
+	X(identity_checks, "fstat checks that an fd still names its pipe")                      \
+	X(ring_waits, "writes that found their ring still referenced by the pipe")              \
+	X(efaults, "writes whose source buffer faulted")                                        \
+	X(writes_nonblocking, "of the accelerated writes, those to a non-blocking write end")   \
 	X(bytes_vmspliced, "of bytes_accelerated, bytes vmsplice put in (the rest: real call)") \
 	X(span_commits, "of the accelerated writes, spans committed in place (ppipe.h)")
 
