@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: MIT
+/*
+ * span-api: the zero-copy API's own contracts (include/ppipe.h), run with
+ * libppipe preloaded, where the spans of a pipe it accelerates are ring
+ * regions committed in place, and without it, where the header's
+ * fallback hands out buffers committed with write(). Each case prints
+ * what it saw and checks what must hold in both; where the two differ
+ * (a fork child and ring memory), it checks what the kind of span it got
+ * says. The statistics (ppipe_stats_get(), the PPIPE_STATS report's
+ * span_commits) say which path a commit took, where that matters.
+ *
+ * The cases, in this order:
+ *   - get, commit, release, and the ring's regions used again and again;
+ *   - EINVAL: no span, 0 or too many bytes, closed, another thread's;
+ *   - a partial commit (a non-blocking pipe with room for part) and its rest;
+ *   - EPIPE and SIGPIPE;
+ *   - a write() while the same thread has a span open;
+ *   - the fd closed under an open span;
+ *   - a reader that splices the pipe's pages away.
+ */
+#include "helpers.h"
+#include "statsjson.h"
+
+#include <ppipe.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static bool lib; /* libppipe is in the process */
+static bool rings; /* and writes in place: a span of a pipe it accelerates is ring memory */
+static size_t min_write = 16384;
+
+static bool in_ring(const struct ppipe_span *s)
+{
+	return s->priv.kind && s->priv.kind != PPIPE_SPAN_BUFFER;
+}
+
+/* The span is ring memory where libppipe writes in place and @ring says it may be. */
+static void expect_kind(const char *what, const struct ppipe_span *s, bool ring)
+{
+	bool want = rings && ring;
+
+	t_check(in_ring(s) == want, "%s: the span is %s, expected %s", what,
+		in_ring(s) ? "ring memory" : "a buffer", want ? "ring memory" : "a buffer");
+}
+
+static bool aligned(const void *p)
+{
+	return ((uintptr_t)p & (T_PAGE - 1)) == 0;
+}
+
+static struct ppipe_stats stats(void)
+{
+	struct ppipe_stats st = { .size = sizeof(st) };
+
+	if (lib && ppipe_stats_get(&st))
+		t_die("ppipe_stats_get");
+	return st;
+}
+
+static uint64_t span_commits(void)
+{
+	return lib ? t_stats_json("span_commits") : 0;
+}
+
+/* Heap bytes in use: a span's buffer not given back shows here. */
+static size_t heap_inuse(void)
+{
+	struct mallinfo2 m = mallinfo2();
+
+	return m.uordblks + m.hblkhd;
+}
+
+/* Reads up to @n bytes the pipe @fd holds now (non-blocking meanwhile) into @buf. */
+static size_t take(int fd, unsigned char *buf, size_t n)
+{
+	int fl = fcntl(fd, F_GETFL);
+	size_t got = 0;
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK))
+		t_die("F_SETFL");
+	while (got < n) {
+		ssize_t r = read(fd, buf + got, n - got);
+
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	fcntl(fd, F_SETFL, fl);
+	return got;
+}
+
+/* The next @n bytes the pipe holds are stream @seed from @pos (and they are there now). */
+static bool holds(int fd, size_t n, uint64_t seed, uint64_t pos)
+{
+	static unsigned char buf[4 * 1024 * 1024];
+
+	if (n > sizeof(buf))
+		t_die("holds: %zu bytes", n);
+	return take(fd, buf, n) == n && t_verify(buf, n, seed, pos) == n;
+}
+
+/*
+ * A span of up to @want bytes of stream @seed from *@pos, committed whole
+ * (blocking); *@pos moves on. Returns whether it was ring memory. (Whether
+ * the ring has a free region for it may depend on how far the reader got.)
+ */
+static bool span_put(int fd, uint64_t seed, uint64_t *pos, size_t want, const char *what)
+{
+	struct ppipe_span s;
+	size_t len;
+	ssize_t w;
+	bool ring;
+
+	if (ppipe_span_get(fd, want, &s)) {
+		t_check(false, "%s: get -> %s", what, t_res(-1, errno));
+		return false;
+	}
+	ring = in_ring(&s);
+	len = s.len;
+	t_fill(s.data, len, seed, *pos);
+	/* All written, the span is closed: its fields are not to be read after. */
+	w = ppipe_span_commit(&s, len);
+	t_check(w == (ssize_t)len, "%s: commit %zu -> %s", what, len, t_res(w, errno));
+	if (w > 0)
+		*pos += (uint64_t)w;
+	ppipe_span_release(&s);
+	return ring;
+}
+
+/* ---- get, commit, release ---- */
+
+static void case_basics(void)
+{
+	static const size_t wants[] = { 65536, 100000, 4097, 20000, T_MIB, 4000, 1 };
+	struct ppipe_stats st0 = stats(), st1;
+	uint64_t sc0 = span_commits(), pos = 0, ring_spans = 0;
+	bool shapes = true, whole = true, closed = true;
+	struct t_reader rd;
+	int p[2];
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], 65536);
+	t_reader_start(&rd, p[0], 65536, 10, 0, 0);
+	t_close(p[0]);
+	for (int i = 0; i < 210; i++) {
+		size_t want = wants[i % T_ARRAY_SIZE(wants)];
+		struct ppipe_span s;
+		ssize_t w;
+
+		size_t len;
+
+		if (ppipe_span_get(p[1], want, &s)) {
+			t_check(false, "basics: get %zu -> %s", want, t_res(-1, errno));
+			break;
+		}
+		len = s.len;
+		shapes &= len >= 1 && len <= want && aligned(s.data);
+		/* Below PPIPE_MIN_WRITE a buffer; above, ring memory unless all of it is in use. */
+		if (want < min_write)
+			expect_kind("basics", &s, false);
+		ring_spans += in_ring(&s);
+		t_fill(s.data, len, 10, pos);
+		w = ppipe_span_commit(&s, len);
+		whole &= w == (ssize_t)len;
+		pos += w > 0 ? (uint64_t)w : 0;
+		/* All written: the span is closed; release may follow, a commit is EINVAL. */
+		ppipe_span_release(&s);
+		errno = 0;
+		closed &= ppipe_span_commit(&s, 0) == -1 && errno == EINVAL;
+	}
+	t_close(p[1]);
+	t_log("basics: 210 spans: at most what was asked, page-aligned: %s; every commit whole: "
+	      "%s; closed after it: %s",
+	      shapes ? "yes" : "NO", whole ? "yes" : "NO", closed ? "yes" : "NO");
+	t_check(shapes && whole && closed, "basics");
+	t_reader_finish(&rd, "basics: reader", pos);
+	st1 = stats();
+	/* A buffer's commit is a write(), which libppipe may accelerate too. */
+	if (rings)
+		t_check(ring_spans >= 100 &&
+				st1.writes_accelerated - st0.writes_accelerated >= ring_spans &&
+				span_commits() - sc0 == ring_spans,
+			"basics: %llu ring spans, accelerated +%llu",
+			(unsigned long long)ring_spans,
+			(unsigned long long)(st1.writes_accelerated - st0.writes_accelerated));
+}
+
+/* ---- EINVAL ---- */
+
+struct other {
+	struct ppipe_span *s;
+	ssize_t r;
+	int err;
+};
+
+static void *other_thread(void *arg)
+{
+	struct other *o = arg;
+
+	errno = 0;
+	o->r = ppipe_span_commit(o->s, 10);
+	o->err = errno;
+	ppipe_span_release(o->s);
+	return NULL;
+}
+
+#define TRY(what, call)                                                \
+	do {                                                           \
+		errno = 0;                                             \
+		ssize_t r_ = (call);                                   \
+		int e_ = errno;                                        \
+		t_log("einval: %s -> %s", what, t_res(r_, e_));        \
+		t_check(r_ == -1 && e_ == EINVAL, "einval: %s", what); \
+	} while (0)
+
+static void case_einval(void)
+{
+	struct ppipe_span s, z, keep;
+	struct other o = { .s = &s };
+	pthread_t t;
+	int p[2];
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], (int)T_MIB);
+	TRY("get, no span", ppipe_span_get(p[1], 100, NULL));
+	TRY("get 0 bytes", ppipe_span_get(p[1], 0, &z));
+	TRY("get SSIZE_MAX+1 bytes", ppipe_span_get(p[1], (size_t)SSIZE_MAX + 1, &z));
+	TRY("commit, no span", ppipe_span_commit(NULL, 0));
+	memset(&z, 0, sizeof(z));
+	TRY("commit of a zero-filled span", ppipe_span_commit(&z, 0));
+	ppipe_span_release(&z);
+	ppipe_span_release(NULL);
+	if (ppipe_span_get(p[1], 65536, &s))
+		t_die("get");
+	expect_kind("einval", &s, true);
+	t_fill(s.data, s.len, 20, 0);
+	keep = s;
+	TRY("commit of len + 1 bytes", ppipe_span_commit(&s, s.len + 1));
+	if (pthread_create(&t, NULL, other_thread, &o))
+		t_die("pthread_create");
+	pthread_join(t, NULL);
+	t_log("einval: commit by another thread -> %s; its release leaves the span open: %s",
+	      t_res(o.r, o.err), !memcmp(&s, &keep, sizeof(s)) ? "yes" : "NO");
+	t_check(o.r == -1 && o.err == EINVAL && !memcmp(&s, &keep, sizeof(s)),
+		"einval: another thread");
+	t_check(!t_fionread(p[0]), "einval: bytes written by a refused commit");
+	ssize_t w = ppipe_span_commit(&s, s.len);
+
+	t_log("einval: the owner commits it -> %s", t_res(w, errno));
+	t_check(w == (ssize_t)keep.len, "einval: the owner's commit");
+	TRY("commit of a closed span", ppipe_span_commit(&s, 0));
+	if (ppipe_span_get(p[1], 65536, &s))
+		t_die("get");
+	ppipe_span_release(&s);
+	ppipe_span_release(&s);
+	TRY("commit after release (twice)", ppipe_span_commit(&s, 0));
+	bool ok = holds(p[0], keep.len, 20, 0);
+
+	t_log("einval: the pipe holds the owner's commit only: %s", ok ? "yes" : "NO");
+	t_check(ok, "einval: the pipe's bytes");
+	t_close(p[0]);
+	t_close(p[1]);
+}
+
+/* ---- partial commits ---- */
+
+static void case_partial(void)
+{
+	static unsigned char buf[65536];
+	struct ppipe_span s;
+	void *d0;
+	ssize_t w;
+	bool ok;
+	int p[2];
+
+	/* 14 pages in a 16-slot pipe: a commit of 4 pages writes 2 and stays open. */
+	t_pipe(p, O_NONBLOCK);
+	t_pipe_size_set(p[1], 65536);
+	t_fill(buf, 14 * T_PAGE, 30, 0);
+	if (write(p[1], buf, 14 * T_PAGE) != 14 * T_PAGE)
+		t_die("prefill");
+	if (ppipe_span_get(p[1], 4 * T_PAGE, &s))
+		t_die("get");
+	expect_kind("partial", &s, true);
+	t_fill(s.data, s.len, 30, 14 * T_PAGE);
+	d0 = s.data;
+	w = ppipe_span_commit(&s, 4 * T_PAGE);
+	ok = s.data == (char *)d0 + 2 * T_PAGE && s.len == 2 * T_PAGE;
+	t_log("partial: 14 pages in a 16-slot pipe, commit 16384 -> %s; open, moved on past "
+	      "them: %s",
+	      t_res(w, errno), ok ? "yes" : "NO");
+	t_check(w == 2 * T_PAGE && ok, "partial: the first commit");
+	errno = 0;
+	w = ppipe_span_commit(&s, s.len);
+	t_log("partial: the rest into the full pipe -> %s", t_res(w, errno));
+	t_check(w == -1 && errno == EAGAIN && s.data == (char *)d0 + 2 * T_PAGE,
+		"partial: EAGAIN leaves the span as it was");
+	ok = holds(p[0], 16 * T_PAGE, 30, 0);
+	w = ppipe_span_commit(&s, s.len);
+	ok &= w == 2 * T_PAGE && holds(p[0], 2 * T_PAGE, 30, 16 * T_PAGE);
+	t_log("partial: drained, the rest -> %s; the stream intact: %s", t_res(w, errno),
+	      ok ? "yes" : "NO");
+	t_check(ok, "partial: the rest");
+	ppipe_span_release(&s);
+	t_close(p[0]);
+	t_close(p[1]);
+}
+
+/* ---- EPIPE ---- */
+
+static void case_epipe(void)
+{
+	struct ppipe_span s, keep;
+	ssize_t w;
+	int p[2], e;
+
+	t_sigaction(SIGPIPE, t_sig_counter, false);
+	t_sig_count[SIGPIPE] = 0;
+	t_pipe(p, 0);
+	t_close(p[0]);
+	if (ppipe_span_get(p[1], 65536, &s))
+		t_die("get");
+	expect_kind("epipe", &s, true);
+	memset(s.data, 'e', s.len);
+	keep = s;
+	errno = 0;
+	w = ppipe_span_commit(&s, s.len);
+	e = errno;
+	t_log("epipe: commit 65536, no reader -> %s, SIGPIPE x%d; the span as it was: %s",
+	      t_res(w, e), (int)t_sig_count[SIGPIPE], !memcmp(&s, &keep, sizeof(s)) ? "yes" : "NO");
+	t_check(w == -1 && e == EPIPE && t_sig_count[SIGPIPE] == 1 && !memcmp(&s, &keep, sizeof(s)),
+		"epipe");
+	ppipe_span_release(&s);
+	t_close(p[1]);
+	t_sigaction(SIGPIPE, SIG_DFL, false);
+}
+
+/* ---- write() while the same thread has a span open ---- */
+
+static void case_mixed(void)
+{
+	static unsigned char buf[65536];
+	struct ppipe_stats st0, st1;
+	struct ppipe_span s;
+	ssize_t w1, w2, w3;
+	int p[2];
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], (int)T_MIB);
+	if (ppipe_span_get(p[1], 65536, &s))
+		t_die("get");
+	expect_kind("mixed", &s, true);
+	t_fill(s.data, s.len, 40, 65536 + 100);
+	st0 = stats();
+	t_fill(buf, 65536, 40, 0);
+	w1 = write(p[1], buf, 65536);
+	t_fill(buf, 100, 40, 65536);
+	w2 = write(p[1], buf, 100);
+	w3 = ppipe_span_commit(&s, s.len);
+	st1 = stats();
+	t_log("mixed: write 65536 -> %s and 100 -> %s while a span is open, then its commit -> %s",
+	      t_res(w1, errno), t_res(w2, errno), t_res(w3, errno));
+	bool ok = w1 == 65536 && w2 == 100 && w3 == 65536 &&
+		  holds(p[0], 65536 + 100 + 65536, 40, 0) && !t_fionread(p[0]);
+
+	t_log("mixed: the bytes in the order of the calls: %s", ok ? "yes" : "NO");
+	t_check(ok, "mixed: order");
+	/* The write()s took the kernel's path: the ring was the span's. */
+	if (rings)
+		t_check(st1.writes_accelerated - st0.writes_accelerated == 1 &&
+				st1.writes_passthrough - st0.writes_passthrough == 2,
+			"mixed: accelerated +%llu, passed through +%llu (expected 1, 2)",
+			(unsigned long long)(st1.writes_accelerated - st0.writes_accelerated),
+			(unsigned long long)(st1.writes_passthrough - st0.writes_passthrough));
+	t_close(p[0]);
+	t_close(p[1]);
+}
+
+/* ---- the fd closed under an open span ---- */
+
+static void case_close(void)
+{
+	uint64_t pool0 = stats().pool_bytes, pool1, pool2;
+	size_t heap0 = heap_inuse();
+	struct ppipe_span s, keep;
+	ssize_t w;
+	int p[2], e;
+
+	t_pipe(p, 0);
+	if (ppipe_span_get(p[1], 65536, &s))
+		t_die("get");
+	expect_kind("close", &s, true);
+	memset(s.data, 'c', s.len);
+	keep = s;
+	t_close(p[0]);
+	t_close(p[1]);
+	errno = 0;
+	w = ppipe_span_commit(&s, s.len);
+	e = errno;
+	pool1 = stats().pool_bytes;
+	t_log("close: both ends closed under an open span: commit -> %s; the span as it was: %s",
+	      t_res(w, e), !memcmp(&s, &keep, sizeof(s)) ? "yes" : "NO");
+	t_check(w == -1 && e == EBADF && !memcmp(&s, &keep, sizeof(s)), "close: commit");
+	ppipe_span_release(&s);
+	/* The ring lives while the span holds the pipe, and goes with the span. */
+	pool2 = stats().pool_bytes;
+	bool freed =
+		(!rings || (pool1 > pool0 && pool2 <= pool0)) && heap_inuse() < heap0 + 32 * T_KIB;
+
+	t_log("close: the release gave its memory back: %s", freed ? "yes" : "NO");
+	t_check(freed, "close: ring memory %llu before, %llu with the span, %llu after it",
+		(unsigned long long)pool0, (unsigned long long)pool1, (unsigned long long)pool2);
+}
+
+/* ---- a reader that splices the pipe's pages away ---- */
+
+#define SPLICED (24 * 65536)
+
+struct splice_report {
+	struct t_read_result held;
+	int done;
+};
+
+/* Waits for @go, splices @rfd into holder pipes to EOF (telling @told after the first), reads them. */
+static pid_t splicer(int rfd, int go, int told, struct splice_report *rep)
+{
+	pid_t pid = t_fork();
+
+	if (pid)
+		return pid;
+	static unsigned char buf[65536];
+	int keep[3] = { rfd, go, told }, h[2][2], cur = 0;
+	char c;
+
+	t_close_all_but(keep, 3);
+	for (int i = 0; i < 2; i++) {
+		t_pipe(h[i], 0);
+		if (t_pipe_size_set(h[i][1], (int)T_MIB) < (int)T_MIB)
+			_exit(3);
+	}
+	if (read(go, &c, 1) != 1)
+		_exit(2);
+	for (bool first = true;;) {
+		ssize_t n;
+
+		/* The next holder before this one could fill up: no splice ever waits for room. */
+		if (cur == 0 && t_fionread(h[0][0]) > (int)(T_MIB - 65536))
+			cur = 1;
+		n = splice(rfd, NULL, h[cur][1], NULL, 65536, SPLICE_F_MOVE);
+		if (n <= 0)
+			break;
+		if (first && write(told, "s", 1) != 1)
+			_exit(2);
+		first = false;
+	}
+	rep->held.fnv = T_FNV_INIT;
+	rep->held.first_bad = UINT64_MAX;
+	for (int i = 0; i <= cur; i++) {
+		ssize_t n;
+
+		t_close(h[i][1]);
+		while ((n = read(h[i][0], buf, sizeof(buf))) > 0)
+			t_read_result_add(&rep->held, buf, (size_t)n, 60, 0);
+	}
+	rep->done = 1;
+	_exit(0);
+}
+
+static void case_splice(void)
+{
+	struct splice_report *rep = t_shared(sizeof(*rep));
+	int p[2], go[2], told[2], st;
+	bool buffers = true;
+	uint64_t pos = 0;
+	int before = 0;
+	pid_t pid;
+	char c;
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], (int)T_MIB);
+	t_pipe(go, O_CLOEXEC);
+	t_pipe(told, O_CLOEXEC);
+	pid = splicer(p[0], go[0], told[1], rep);
+	t_close(p[0]);
+	t_close(go[0]);
+	t_close(told[1]);
+	/* Ring pages in the pipe, then the reader splices them on, while spans go on. */
+	for (int i = 0; i < 8; i++)
+		before += span_put(p[1], 60, &pos, 65536, "splice: before");
+	t_check(!rings || before == 8, "splice: %d of the first 8 spans were ring memory", before);
+	if (write(go[1], "g", 1) != 1 || read(told[0], &c, 1) != 1)
+		t_die("splicer handshake");
+	/* The pipe's readers are not known any more: the real call, never the ring again. */
+	for (int i = 0; i < 16; i++)
+		buffers &= !span_put(p[1], 60, &pos, 65536, "splice: after");
+	t_close(p[1]);
+	t_close(go[1]);
+	t_close(told[0]);
+	st = t_wait(pid);
+	bool ok = rep->done && rep->held.bytes == pos && rep->held.first_bad == UINT64_MAX;
+
+	t_log("splice: spans after the reader's first splice are buffers: %s; the reader %s, its "
+	      "held copy read=%llu fnv=%016llx %s",
+	      buffers ? "yes" : "NO", t_status(st), (unsigned long long)rep->held.bytes,
+	      (unsigned long long)rep->held.fnv, ok ? "ok" : "BAD");
+	t_check(buffers && ok && pos == SPLICED, "splice: first bad byte %llu",
+		(unsigned long long)rep->held.first_bad);
+	munmap(rep, sizeof(*rep));
+}
+
+int main(void)
+{
+	const char *mode = getenv("PPIPE_MODE"), *mw = getenv("PPIPE_MIN_WRITE");
+
+	lib = ppipe_version() != NULL;
+	rings = lib && !(mode && (!strcmp(mode, "uring") || !strcmp(mode, "off")));
+	if (mw && *mw)
+		min_write = strtoul(mw, NULL, 10);
+	t_init("span-api");
+	t_log("libppipe %s", lib ? rings ? "preloaded: ring spans" : "preloaded: buffers" :
+				   "absent: the header's buffers");
+	case_basics();
+	case_einval();
+	case_partial();
+	case_epipe();
+	case_mixed();
+	case_close();
+	case_splice();
+	return t_finish();
+}
