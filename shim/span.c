@@ -55,6 +55,8 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 	size_t len;
 	long off;
 
+	/* Rings, pool, probe: a fork child must forget them (init.c), as after a write. */
+	pp_mark_used(PP_USED_ENGINE);
 	if (!pp_engine_ready() || pp_pipe_unsafe(p))
 		return false;
 	if (!pp_pipe_ino(p) && !pp_fdt_learn_ino(p, fd))

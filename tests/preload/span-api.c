@@ -10,6 +10,8 @@
  * span_commits) say which path a commit took, where that matters.
  *
  * The cases, in this order:
+ *   - a fork child and its parent's open span (first, while this process
+ *     has used nothing of libppipe's but spans);
  *   - get, commit, release, and the ring's regions used again and again;
  *   - EINVAL: no span, 0 or too many bytes, closed, another thread's;
  *   - a partial commit (a non-blocking pipe with room for part) and its rest;
@@ -137,6 +139,82 @@ static bool span_put(int fd, uint64_t seed, uint64_t *pos, size_t want, const ch
 		*pos += (uint64_t)w;
 	ppipe_span_release(&s);
 	return ring;
+}
+
+/* ---- a fork child and its parent's open span ---- */
+
+struct fork_report {
+	ssize_t parents; /* the child's commit of the parent's span */
+	int parents_err;
+	ssize_t own; /* a span of the child's own */
+	int own_ring;
+	int done;
+};
+
+static void case_fork(void)
+{
+	struct fork_report *r = t_shared(sizeof(*r));
+	struct ppipe_span s;
+	int p[2], st;
+	pid_t pid;
+	ssize_t w;
+	void *data;
+	size_t len;
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], (int)T_MIB);
+	if (ppipe_span_get(p[1], 65536, &s))
+		t_die("get");
+	expect_kind("fork", &s, true);
+	t_fill(s.data, s.len, 1, 0);
+	data = s.data;
+	len = s.len;
+	pid = t_fork();
+	if (!pid) {
+		struct ppipe_span mine;
+
+		/* Ring memory is not inherited: EINVAL. A buffer is this child's copy. */
+		errno = 0;
+		r->parents = ppipe_span_commit(&s, 100);
+		r->parents_err = errno;
+		ppipe_span_release(&s);
+		if (!ppipe_span_get(p[1], 65536, &mine)) {
+			r->own_ring = in_ring(&mine);
+			t_fill(mine.data, mine.len, 2, 0);
+			r->own = ppipe_span_commit(&mine, mine.len);
+			ppipe_span_release(&mine);
+		}
+		r->done = 1;
+		_exit(0);
+	}
+	st = t_wait(pid);
+	if (in_ring(&s)) {
+		t_log("fork: the child's commit of the parent's span -> %s (ring memory)",
+		      t_res(r->parents, r->parents_err));
+		t_check(r->parents == -1 && r->parents_err == EINVAL,
+			"fork: a child committed its parent's ring span");
+	} else {
+		t_log("fork: the child's commit of the parent's span -> %s (a buffer: its copy)",
+		      t_res(r->parents, r->parents_err));
+		t_check(r->parents == 100, "fork: the child's commit of its copy");
+	}
+	t_log("fork: the child's own span -> %s; child %s", t_res(r->own, 0), t_status(st));
+	t_check(r->done && WIFEXITED(st) && !WEXITSTATUS(st) && r->own == 65536,
+		"fork: the child failed");
+	t_check(!rings || r->own_ring, "fork: the child's own span is not in its ring");
+	t_check(s.data == data && s.len == len, "fork: the parent's span moved");
+	w = ppipe_span_commit(&s, len);
+	t_log("fork: the parent's span, still open: commit -> %s", t_res(w, errno));
+	t_check(w == (ssize_t)len, "fork: the parent's commit");
+	ppipe_span_release(&s);
+	t_close(p[1]);
+	/* The child's copy (a buffer), the child's own span, then the parent's. */
+	bool ok = (r->parents != 100 || holds(p[0], 100, 1, 0)) && holds(p[0], 65536, 2, 0) &&
+		  holds(p[0], len, 1, 0);
+	t_log("fork: the pipe holds the child's bytes, then the parent's: %s", ok ? "yes" : "NO");
+	t_check(ok, "fork: the pipe's bytes");
+	t_close(p[0]);
+	munmap(r, sizeof(*r));
 }
 
 /* ---- get, commit, release ---- */
@@ -531,6 +609,7 @@ int main(void)
 	t_init("span-api");
 	t_log("libppipe %s", lib ? rings ? "preloaded: ring spans" : "preloaded: buffers" :
 				   "absent: the header's buffers");
+	case_fork();
 	case_basics();
 	case_einval();
 	case_partial();
