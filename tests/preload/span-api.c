@@ -18,6 +18,7 @@
  *   - EPIPE and SIGPIPE;
  *   - a write() while the same thread has a span open;
  *   - the fd closed under an open span;
+ *   - pthread_cancel() after a partial commit that ended inside a page;
  *   - a reader that splices the pipe's pages away.
  */
 #include "helpers.h"
@@ -30,6 +31,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,7 @@
 
 static bool lib; /* libppipe is in the process */
 static bool rings; /* and writes in place: a span of a pipe it accelerates is ring memory */
+static bool write_behind; /* PPIPE_MODE=uring: buffers, committed by write-behind's write() */
 static size_t min_write = 16384;
 
 static bool in_ring(const struct ppipe_span *s)
@@ -502,6 +505,115 @@ static void case_close(void)
 		(unsigned long long)pool0, (unsigned long long)pool1, (unsigned long long)pool2);
 }
 
+/* ---- pthread_cancel() of a commit ---- */
+
+struct blocked {
+	int fd;
+	size_t want, n; /* the span asked, the commit */
+	bool inside_page; /* first a partial commit that ends inside a page */
+	sem_t ready;
+	ssize_t first;
+};
+
+static void *blocked_writer(void *arg)
+{
+	struct blocked *b = arg;
+	struct ppipe_span s;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	if (ppipe_span_get(b->fd, b->want, &s))
+		return NULL;
+	t_fill(s.data, s.len, 50, 100);
+	if (b->inside_page) {
+		t_set_nonblock(b->fd, true);
+		b->first = ppipe_span_commit(&s, b->want);
+		t_set_nonblock(b->fd, false);
+	}
+	sem_post(&b->ready);
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	/* No clean-up handler: the cancellation closes the span (ppipe.h). */
+	ppipe_span_commit(&s, b->inside_page ? s.len : b->n);
+	return NULL;
+}
+
+struct later {
+	int fd;
+	int aligned;
+	ssize_t w;
+};
+
+static void *later_writer(void *arg)
+{
+	struct later *l = arg;
+	struct ppipe_span s;
+
+	if (ppipe_span_get(l->fd, 2 * T_PAGE, &s))
+		return NULL;
+	l->aligned = aligned(s.data);
+	t_fill(s.data, s.len, 51, 0);
+	l->w = ppipe_span_commit(&s, s.len);
+	ppipe_span_release(&s);
+	return NULL;
+}
+
+/*
+ * The first commit tops up the pipe's last page (50 bytes) and fills its
+ * last slot: the rest starts inside a page, and its commit waits. After
+ * the cancellation the next span of the ring (another thread's, which
+ * takes the ring over) starts on a page boundary.
+ */
+static void cancel_inside_page(void)
+{
+	static unsigned char buf[8192];
+	struct blocked b = { .want = 3 * T_PAGE + 50, .inside_page = true };
+	struct later l = { 0 };
+	pthread_t t;
+	void *res;
+	int p[2];
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], 2 * T_PAGE);
+	t_fill(buf, 100, 50, 0);
+	if (write(p[1], buf, 100) != 100)
+		t_die("prefill");
+	b.fd = p[1];
+	sem_init(&b.ready, 0, 0);
+	if (pthread_create(&t, NULL, blocked_writer, &b))
+		t_die("pthread_create");
+	sem_wait(&b.ready);
+	t_usleep(100 * 1000);
+	pthread_cancel(t);
+	pthread_join(t, &res);
+	t_log("cancel, after a partial commit -> %s: the writer %s", t_res(b.first, 0),
+	      res == PTHREAD_CANCELED ? "cancelled" : "returned");
+	t_check(res == PTHREAD_CANCELED && b.first == T_PAGE + 50, "cancel inside a page");
+	bool ok = holds(p[0], 100 + T_PAGE + 50, 50, 0);
+
+	/* Non-blocking: two pages fit the empty pipe, a span across three would not wait. */
+	t_set_nonblock(p[1], true);
+	l.fd = p[1];
+	if (pthread_create(&t, NULL, later_writer, &l))
+		t_die("pthread_create");
+	pthread_join(t, NULL);
+	ok &= l.w == 2 * T_PAGE && holds(p[0], 2 * T_PAGE, 51, 0);
+	t_log("cancel: the next span page-aligned: %s; its bytes and the ones before intact: %s",
+	      l.aligned ? "yes" : "NO", ok ? "yes" : "NO");
+	t_check(l.aligned && ok, "cancel: the span after");
+	sem_destroy(&b.ready);
+	t_close(p[0]);
+	t_close(p[1]);
+}
+
+static void case_cancel(void)
+{
+	/* Write-behind takes more of a write into a full pipe before it waits (docs/design.md). */
+	if (write_behind) {
+		t_log("cancel: not under write-behind, where a write to a full pipe does not wait");
+		return;
+	}
+	cancel_inside_page();
+}
+
 /* ---- a reader that splices the pipe's pages away ---- */
 
 #define SPLICED (24 * 65536)
@@ -603,7 +715,8 @@ int main(void)
 	const char *mode = getenv("PPIPE_MODE"), *mw = getenv("PPIPE_MIN_WRITE");
 
 	lib = ppipe_version() != NULL;
-	rings = lib && !(mode && (!strcmp(mode, "uring") || !strcmp(mode, "off")));
+	write_behind = lib && mode && !strcmp(mode, "uring");
+	rings = lib && !write_behind && !(mode && !strcmp(mode, "off"));
 	if (mw && *mw)
 		min_write = strtoul(mw, NULL, 10);
 	t_init("span-api");
@@ -616,6 +729,7 @@ int main(void)
 	case_epipe();
 	case_mixed();
 	case_close();
+	case_cancel();
 	case_splice();
 	return t_finish();
 }
