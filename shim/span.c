@@ -27,6 +27,7 @@
 #include "vfork.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -141,6 +142,12 @@ static void ring_span_close(struct ppipe_span *span)
 	errno = saved;
 }
 
+/* pthread_cancel() acted in the real call: the span closes, as in the engine's waits. */
+static void ring_span_cancelled(void *span)
+{
+	ring_span_close(span);
+}
+
 PP_EXPORT ssize_t ppipe_span_commit(struct ppipe_span *span, size_t n)
 {
 	struct pp_pipe *p;
@@ -168,7 +175,10 @@ PP_EXPORT ssize_t ppipe_span_commit(struct ppipe_span *span, size_t n)
 		w = pp_core_commit(p, fd, r, (size_t)((char *)span->data - r->data), n,
 				   &span->priv.kind);
 	if (w == PP_DECLINE) {
+		/* A cancellation point, as write() is: the span must not outlive the thread. */
+		pthread_cleanup_push(ring_span_cancelled, span);
 		w = real_write(fd, span->data, n);
+		pthread_cleanup_pop(0);
 		if (w >= 0) {
 			pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
 			pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)w);

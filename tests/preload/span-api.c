@@ -18,6 +18,8 @@
  *   - EPIPE and SIGPIPE;
  *   - a write() while the same thread has a span open;
  *   - the fd closed under an open span;
+ *   - pthread_cancel() of a commit waiting for room;
+ *   - pthread_cancel() of a commit below PPIPE_MIN_WRITE (the real call);
  *   - pthread_cancel() after a partial commit that ended inside a page;
  *   - a reader that splices the pipe's pages away.
  */
@@ -556,6 +558,52 @@ static void *later_writer(void *arg)
 	return NULL;
 }
 
+/* @b->n: the commit (a wait in the engine, or below PPIPE_MIN_WRITE, the real call). */
+static void cancel_one(const char *name, size_t n)
+{
+	static unsigned char buf[65536];
+	uint64_t pool0 = stats().pool_bytes, pool1, pos = 65536;
+	size_t heap0 = heap_inuse();
+	struct blocked b = { .want = 65536, .n = n };
+	struct t_reader rd;
+	pthread_t t;
+	void *res;
+	int p[2];
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], 65536);
+	t_fill(buf, 65536, 52, 0);
+	if (write(p[1], buf, 65536) != 65536)
+		t_die("prefill");
+	b.fd = p[1];
+	sem_init(&b.ready, 0, 0);
+	if (pthread_create(&t, NULL, blocked_writer, &b))
+		t_die("pthread_create");
+	sem_wait(&b.ready);
+	t_usleep(100 * 1000); /* let it wait for room (if it does not yet, it is cancelled there) */
+	pthread_cancel(t);
+	pthread_join(t, &res);
+	t_log("cancel, %s: the writer %s", name,
+	      res == PTHREAD_CANCELED ? "cancelled" : "returned");
+	t_check(res == PTHREAD_CANCELED, "cancel, %s", name);
+	/* The pipe goes on for others: the reader gets the prefill, then the next spans. */
+	t_reader_start(&rd, p[0], 65536, 52, 0, 0);
+	t_close(p[0]);
+	for (int i = 0; i < 4; i++)
+		span_put(p[1], 52, &pos, 65536, "cancel: next");
+	t_close(p[1]);
+	t_reader_finish(&rd, "cancel: reader", pos);
+	sem_destroy(&b.ready);
+	pool1 = stats().pool_bytes;
+	t_check(!rings || pool1 <= pool0,
+		"cancel, %s: ring memory %llu before the pipe, %llu after it", name,
+		(unsigned long long)pool0, (unsigned long long)pool1);
+	t_check(heap_inuse() < heap0 + 32 * T_KIB, "cancel, %s: a span's buffer was not given back",
+		name);
+	t_log("cancel, %s: the pipe's memory given back: %s", name,
+	      (!rings || pool1 <= pool0) ? "yes" : "NO");
+}
+
 /*
  * The first commit tops up the pipe's last page (50 bytes) and fills its
  * last slot: the rest starts inside a page, and its commit waits. After
@@ -611,6 +659,8 @@ static void case_cancel(void)
 		t_log("cancel: not under write-behind, where a write to a full pipe does not wait");
 		return;
 	}
+	cancel_one("waiting for room", 65536);
+	cancel_one("below PPIPE_MIN_WRITE (the real call)", 100);
 	cancel_inside_page();
 }
 
