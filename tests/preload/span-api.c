@@ -15,6 +15,7 @@
  *   - get, commit, release, and the ring's regions used again and again;
  *   - EINVAL: no span, 0 or too many bytes, closed, another thread's;
  *   - a partial commit (a non-blocking pipe with room for part) and its rest;
+ *   - a rest that starts inside a page, non-blocking;
  *   - EPIPE and SIGPIPE;
  *   - a write() while the same thread has a span open;
  *   - the fd closed under an open span;
@@ -401,6 +402,44 @@ static void case_partial(void)
 	t_close(p[1]);
 }
 
+static void case_partial_inside_page(void)
+{
+	static unsigned char buf[100];
+	struct ppipe_span s;
+	ssize_t w;
+	bool ok;
+	int p[2];
+
+	/*
+	 * The kernel tops the pipe's last page up first: 50 bytes, then one
+	 * page, so the span's rest starts inside a page. Into the empty pipe
+	 * of two slots, the rest's first 12288 bytes are then what one
+	 * write() of them would be: 8192.
+	 */
+	t_pipe(p, O_NONBLOCK);
+	t_pipe_size_set(p[1], 2 * T_PAGE);
+	t_fill(buf, 100, 31, 0);
+	if (write(p[1], buf, 100) != 100)
+		t_die("prefill");
+	if (ppipe_span_get(p[1], 65536, &s))
+		t_die("get");
+	t_fill(s.data, s.len, 31, 100);
+	w = ppipe_span_commit(&s, 2 * T_PAGE + 50);
+	t_log("partial: commit 8242 into a pipe of 2 slots holding 100 -> %s; the rest starts "
+	      "%zu bytes into a page",
+	      t_res(w, errno), (size_t)((uintptr_t)s.data & (T_PAGE - 1)));
+	t_check(w == T_PAGE + 50, "partial: the top-up");
+	ok = holds(p[0], 100 + T_PAGE + 50, 31, 0);
+	w = ppipe_span_commit(&s, 3 * T_PAGE);
+	t_log("partial: drained, commit 12288 of the rest -> %s (write() of them: 8192)",
+	      t_res(w, errno));
+	ok &= holds(p[0], w > 0 ? (size_t)w : 0, 31, 100 + T_PAGE + 50);
+	t_check(w == 2 * T_PAGE && ok, "partial: the rest from inside a page");
+	ppipe_span_release(&s);
+	t_close(p[0]);
+	t_close(p[1]);
+}
+
 /* ---- EPIPE ---- */
 
 static void case_epipe(void)
@@ -776,6 +815,7 @@ int main(void)
 	case_basics();
 	case_einval();
 	case_partial();
+	case_partial_inside_page();
 	case_epipe();
 	case_mixed();
 	case_close();
