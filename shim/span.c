@@ -73,7 +73,12 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
 	if (off == -ESTALE)
 		pp_pipe_mark_unsafe(p, "fd switched to another file behind libppipe");
-	if (off < 0) {
+	/*
+	 * After the reuse verdict, as the write path looks: a reader that
+	 * turned unknown since the look above (splice() marks the pipe, then
+	 * moves its pages on) may hold pages the verdict found consumed.
+	 */
+	if (off < 0 || pp_pipe_unsafe(p)) {
 		if (off == -EBUSY)
 			pp_count(&p->cnt, PP_CNT_ring_waits, 1);
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);

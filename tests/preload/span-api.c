@@ -23,6 +23,10 @@
  *   - pthread_cancel() of a commit below PPIPE_MIN_WRITE (the real call);
  *   - pthread_cancel() after a partial commit that ended inside a page;
  *   - a reader that splices the pipe's pages away.
+ *
+ * "span-api splice-race" (PPIPE_RING_SIZE=131072) is one more case on its
+ * own: a splice out of the pipe that lands while get checks the reuse
+ * rule, made to land there by a seccomp trap on that check.
  */
 #include "helpers.h"
 #include "statsjson.h"
@@ -32,16 +36,23 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 static bool lib; /* libppipe is in the process */
@@ -799,7 +810,178 @@ static void case_splice(void)
 	munmap(rep, sizeof(*rep));
 }
 
-int main(void)
+/* ---- a splice out of the pipe that lands while get checks the reuse rule ---- */
+
+#if defined(__x86_64__) || defined(__aarch64__)
+#define RACE_ARCH 1
+#endif
+
+#ifdef RACE_ARCH
+#if defined(__x86_64__)
+#define RACE_AUDIT AUDIT_ARCH_X86_64
+#else
+#define RACE_AUDIT AUDIT_ARCH_AARCH64
+#endif
+
+static int race_rfd, race_hold;
+static volatile sig_atomic_t race_trapped;
+
+/*
+ * SIGSYS: the reuse rule's FIONREAD of the write end, trapped. The reader
+ * splices everything the pipe holds into the holder now (splice() marks
+ * the pipe's readers unknown first), and the check gets what the pipe
+ * holds after that: nothing, as if a reader had consumed it.
+ */
+static void race_sigsys(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	int queued = 0;
+	int *out;
+
+	(void)sig;
+	(void)si;
+#if defined(__x86_64__)
+	out = (int *)uc->uc_mcontext.gregs[REG_RDX];
+#else
+	out = (int *)uc->uc_mcontext.regs[2];
+#endif
+	while (splice(race_rfd, NULL, race_hold, NULL, T_MIB, SPLICE_F_NONBLOCK) > 0)
+		;
+	ioctl(race_rfd, FIONREAD, &queued);
+	*out = queued;
+#if defined(__x86_64__)
+	uc->uc_mcontext.gregs[REG_RAX] = 0;
+#else
+	uc->uc_mcontext.regs[0] = 0;
+#endif
+	race_trapped++;
+}
+
+/* FIONREAD of @fd traps (SIGSYS); everything else goes on. */
+static int race_arm(int fd)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, RACE_AUDIT, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, FIONREAD, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned int)fd, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+	};
+	struct sock_fprog prog = { (unsigned short)T_ARRAY_SIZE(f), f };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = race_sigsys;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSYS, &sa, NULL) || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+/*
+ * A ring of 128 KiB (PPIPE_RING_SIZE) for a pipe of 1 MiB: two spans of
+ * 64 KiB fill it, and stay in the pipe; the third span's region is the
+ * first one's again, whose reuse only the exact test (FIONREAD) can
+ * allow. The trap lets the reader splice both spans' pages into its
+ * holder during that test: they are consumed, and not free, and the
+ * third span must not be ring memory (the pipe's readers are not known
+ * any more). Its bytes written anyway would show in the holder.
+ */
+struct race_report {
+	int ring; /* the span during which the reader spliced was ring memory */
+	int trapped;
+	struct t_read_result held;
+	int done;
+};
+
+/* Two spans of 64 KiB of stream 90 (the child of splice_race(): it does not log). */
+static int race_two(int fd)
+{
+	for (uint64_t pos = 0; pos < 2 * 65536; pos += 65536) {
+		struct ppipe_span s;
+
+		if (ppipe_span_get(fd, 65536, &s) || !in_ring(&s) || s.len != 65536)
+			return -1;
+		t_fill(s.data, s.len, 90, pos);
+		if (ppipe_span_commit(&s, s.len) != 65536)
+			return -1;
+	}
+	return 0;
+}
+
+static int splice_race(void)
+{
+	struct race_report *r = t_shared(sizeof(*r));
+	int p[2], h[2], st;
+	pid_t pid;
+
+	t_init("span-api splice-race");
+	if (!rings)
+		t_skip("no ring spans here (libppipe not preloaded, or write-behind)");
+	pid = t_fork();
+	if (!pid) {
+		static unsigned char buf[65536];
+		struct ppipe_span s;
+		ssize_t n;
+
+		t_pipe(p, 0);
+		t_pipe(h, O_NONBLOCK);
+		if (t_pipe_size_set(p[1], (int)T_MIB) < (int)T_MIB ||
+		    t_pipe_size_set(h[1], (int)T_MIB) < (int)T_MIB)
+			_exit(T_EXIT_ERROR);
+		t_set_nonblock(p[0], true);
+		race_rfd = p[0];
+		race_hold = h[1];
+		if (race_two(p[1]))
+			_exit(T_EXIT_FAIL);
+		if (race_arm(p[1]))
+			_exit(T_EXIT_SKIP);
+		if (ppipe_span_get(p[1], 65536, &s))
+			_exit(T_EXIT_FAIL);
+		r->ring = in_ring(&s);
+		memset(s.data, 'Z', s.len);
+		ppipe_span_release(&s);
+		r->trapped = race_trapped;
+		r->held.fnv = T_FNV_INIT;
+		r->held.first_bad = UINT64_MAX;
+		while ((n = read(h[0], buf, sizeof(buf))) > 0)
+			t_read_result_add(&r->held, buf, (size_t)n, 90, 0);
+		r->done = 1;
+		_exit(0);
+	}
+	st = t_wait(pid);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == T_EXIT_SKIP)
+		t_skip("no seccomp filter here");
+	bool intact = r->held.bytes == 2 * 65536 && r->held.first_bad == UINT64_MAX;
+
+	t_log("splice-race: the check trapped: %s; the span then %s; the holder read=%llu %s",
+	      r->trapped ? "yes" : "NO", r->ring ? "RING MEMORY" : "a buffer",
+	      (unsigned long long)r->held.bytes, intact ? "intact" : "DAMAGED");
+	t_check(r->done && WIFEXITED(st) && !WEXITSTATUS(st) && r->trapped == 1,
+		"splice-race: the scenario did not run (child %s)", t_status(st));
+	t_check(!r->ring && intact,
+		"splice-race: pages the reader holds were handed out (first bad byte %llu)",
+		(unsigned long long)r->held.first_bad);
+	return t_finish();
+}
+#else
+static int splice_race(void)
+{
+	t_init("span-api splice-race");
+	t_skip("no seccomp trap for this architecture here");
+}
+#endif
+
+int main(int argc, char **argv)
 {
 	const char *mode = getenv("PPIPE_MODE"), *mw = getenv("PPIPE_MIN_WRITE");
 
@@ -808,6 +990,8 @@ int main(void)
 	rings = lib && !write_behind && !(mode && !strcmp(mode, "off"));
 	if (mw && *mw)
 		min_write = strtoul(mw, NULL, 10);
+	if (argc > 1 && !strcmp(argv[1], "splice-race"))
+		return splice_race();
 	t_init("span-api");
 	t_log("libppipe %s", lib ? rings ? "preloaded: ring spans" : "preloaded: buffers" :
 				   "absent: the header's buffers");
