@@ -176,7 +176,7 @@ PP_EXPORT ssize_t ppipe_span_commit(struct ppipe_span *span, size_t n)
 	 * whole story of whatever the fd names now.
 	 */
 	w = PP_DECLINE;
-	if ((uint32_t)span->priv.gen == pp_fdt_epoch(fd))
+	if (n >= pp_cfg.min_write && (uint32_t)span->priv.gen == pp_fdt_epoch(fd))
 		w = pp_core_commit(p, fd, r, (size_t)((char *)span->data - r->data), n,
 				   &span->priv.kind);
 	if (w == PP_DECLINE) {
@@ -184,10 +184,12 @@ PP_EXPORT ssize_t ppipe_span_commit(struct ppipe_span *span, size_t n)
 		pthread_cleanup_push(ring_span_cancelled, span);
 		w = real_write(fd, span->data, n);
 		pthread_cleanup_pop(0);
+		/* Counted as write() counts it: below PPIPE_MIN_WRITE, no attempt and not large. */
 		if (w >= 0) {
 			pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
 			pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)w);
-			pp_count(&p->cnt, PP_CNT_bytes_passthrough_large, (uint64_t)w);
+			if (n >= pp_cfg.min_write)
+				pp_count(&p->cnt, PP_CNT_bytes_passthrough_large, (uint64_t)w);
 		}
 	} else if (w < 0) {
 		errno = (int)-w;

@@ -22,7 +22,8 @@
  *   - pthread_cancel() of a commit waiting for room;
  *   - pthread_cancel() of a commit below PPIPE_MIN_WRITE (the real call);
  *   - pthread_cancel() after a partial commit that ended inside a page;
- *   - a reader that splices the pipe's pages away.
+ *   - a reader that splices the pipe's pages away;
+ *   - commits below PPIPE_MIN_WRITE, and of 0 bytes.
  *
  * "span-api splice-race" (PPIPE_RING_SIZE=131072) is one more case on its
  * own: a splice out of the pipe that lands while get checks the reuse
@@ -810,6 +811,68 @@ static void case_splice(void)
 	munmap(rep, sizeof(*rep));
 }
 
+/* ---- commits below PPIPE_MIN_WRITE, and of 0 bytes ---- */
+
+static void small_one(int fd, size_t n, uint64_t *pos)
+{
+	struct ppipe_stats st0 = stats(), st1;
+	uint64_t sc0 = span_commits();
+	struct ppipe_span s;
+	bool big = n >= min_write;
+	ssize_t w;
+
+	if (ppipe_span_get(fd, 65536, &s))
+		t_die("get");
+	expect_kind("small", &s, true);
+	t_fill(s.data, s.len, 70, *pos);
+	w = ppipe_span_commit(&s, n);
+	*pos += w > 0 ? (uint64_t)w : 0;
+	errno = 0;
+	bool closed = ppipe_span_commit(&s, 0) == -1 && errno == EINVAL;
+
+	ppipe_span_release(&s);
+	st1 = stats();
+	t_log("small: commit %s of a span -> %s; closed: %s",
+	      big ? "PPIPE_MIN_WRITE" :
+	      n	  ? "less than PPIPE_MIN_WRITE" :
+		    "0 bytes",
+	      t_res(w, errno), closed ? "yes" : "NO");
+	t_check(w == (ssize_t)n && closed, "small: commit %zu", n);
+	if (!rings)
+		return;
+	/* Below the threshold: the real call, counted as write() counts it, no attempt. */
+	t_check(st1.writes_accelerated - st0.writes_accelerated == big &&
+			span_commits() - sc0 == big &&
+			st1.writes_passthrough - st0.writes_passthrough == !big &&
+			st1.bytes_passthrough - st0.bytes_passthrough == (big ? 0 : n) &&
+			st1.fallbacks == st0.fallbacks,
+		"small: commit %zu: accelerated +%llu, passed through +%llu (%llu bytes), "
+		"fallbacks +%llu",
+		n, (unsigned long long)(st1.writes_accelerated - st0.writes_accelerated),
+		(unsigned long long)(st1.writes_passthrough - st0.writes_passthrough),
+		(unsigned long long)(st1.bytes_passthrough - st0.bytes_passthrough),
+		(unsigned long long)(st1.fallbacks - st0.fallbacks));
+}
+
+static void case_small(void)
+{
+	uint64_t pos = 0;
+	int p[2];
+
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], (int)T_MIB);
+	small_one(p[1], 100, &pos);
+	small_one(p[1], 0, &pos);
+	small_one(p[1], min_write - 1, &pos);
+	small_one(p[1], min_write, &pos);
+	bool ok = holds(p[0], (size_t)pos, 70, 0);
+
+	t_log("small: the pipe holds the commits' bytes: %s", ok ? "yes" : "NO");
+	t_check(ok, "small: the pipe's bytes");
+	t_close(p[0]);
+	t_close(p[1]);
+}
+
 /* ---- a splice out of the pipe that lands while get checks the reuse rule ---- */
 
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -1005,5 +1068,6 @@ int main(int argc, char **argv)
 	case_close();
 	case_cancel();
 	case_splice();
+	case_small();
 	return t_finish();
 }
