@@ -25,6 +25,7 @@
 #include "ring.h"
 #include "stats.h"
 #include "vfork.h"
+#include "writepath.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -113,7 +114,7 @@ PP_EXPORT int ppipe_span_get(int fd, size_t want, struct ppipe_span *span)
 	 * is a buffer its write path takes).
 	 */
 	if (want >= pp_cfg.min_write && pp_engine == &pp_engine_vmsplice && pp_fd_selected(fd) &&
-	    !pp_in_vfork_child() && (p = pp_fdt_enter(fd, &end))) {
+	    !pp_in_vfork_child() && (p = pp_write_enter(fd, &end))) {
 		if (end == PP_END_WRITE && p->accel && ring_span(p, fd, want, span)) {
 			pp_note_large_write();
 			return 0;

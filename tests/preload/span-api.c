@@ -23,7 +23,8 @@
  *   - pthread_cancel() of a commit below PPIPE_MIN_WRITE (the real call);
  *   - pthread_cancel() after a partial commit that ended inside a page;
  *   - a reader that splices the pipe's pages away;
- *   - commits below PPIPE_MIN_WRITE, and of 0 bytes.
+ *   - commits below PPIPE_MIN_WRITE, and of 0 bytes;
+ *   - the first span of an inherited pipe.
  *
  * "span-api splice-race" (PPIPE_RING_SIZE=131072) is one more case on its
  * own: a splice out of the pipe that lands while get checks the reuse
@@ -873,6 +874,56 @@ static void case_small(void)
 	t_close(p[1]);
 }
 
+/* ---- an inherited pipe: its first span ---- */
+
+#define INHERITED_IN_RING 10
+
+/* In the exec'd image, fd 1 a pipe its parent made: the first thing it does is a span. */
+static int inherited_child(void)
+{
+	struct ppipe_span s;
+	bool ring;
+
+	if (ppipe_span_get(STDOUT_FILENO, 65536, &s))
+		return T_EXIT_ERROR;
+	ring = in_ring(&s);
+	t_fill(s.data, 65536, 80, 0);
+	if (s.len != 65536 || ppipe_span_commit(&s, 65536) != 65536)
+		return T_EXIT_FAIL;
+	ppipe_span_release(&s);
+	return ring ? INHERITED_IN_RING : 0;
+}
+
+static void case_inherited(void)
+{
+	int p[2], st;
+	pid_t pid;
+
+	t_pipe(p, O_CLOEXEC);
+	t_pipe_size_set(p[1], (int)T_MIB);
+	pid = t_fork();
+	if (!pid) {
+		if (dup2(p[1], STDOUT_FILENO) < 0)
+			_exit(T_EXIT_ERROR);
+		t_close_all_but(NULL, 0);
+		execl("/proc/self/exe", "span-api", "--inherited", (char *)NULL);
+		_exit(T_EXIT_ERROR);
+	}
+	t_close(p[1]);
+	st = t_wait(pid);
+	bool ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == INHERITED_IN_RING) &&
+		  holds(p[0], 65536, 80, 0);
+	bool ring = WIFEXITED(st) && WEXITSTATUS(st) == INHERITED_IN_RING;
+
+	t_log("inherited: the exec'd writer's first span committed, the stream intact: %s",
+	      ok ? "yes" : "NO");
+	t_check(ok, "inherited: the writer %s", t_status(st));
+	/* A write() would take the inherited pipe over: its first span too. */
+	t_check(ring == rings, "inherited: the first span is %s",
+		ring ? "ring memory" : "a buffer");
+	t_close(p[0]);
+}
+
 /* ---- a splice out of the pipe that lands while get checks the reuse rule ---- */
 
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -1048,6 +1099,8 @@ int main(int argc, char **argv)
 {
 	const char *mode = getenv("PPIPE_MODE"), *mw = getenv("PPIPE_MIN_WRITE");
 
+	if (argc > 1 && !strcmp(argv[1], "--inherited"))
+		return inherited_child();
 	lib = ppipe_version() != NULL;
 	write_behind = lib && mode && !strcmp(mode, "uring");
 	rings = lib && !write_behind && !(mode && !strcmp(mode, "off"));
@@ -1069,5 +1122,6 @@ int main(int argc, char **argv)
 	case_cancel();
 	case_splice();
 	case_small();
+	case_inherited();
 	return t_finish();
 }
