@@ -157,7 +157,8 @@ int ppipe_span_get(int fd, size_t want, struct ppipe_span *span) PPIPE_REF;
  * a partial count where write() would (a signal, a non-blocking pipe
  * with room for part), fails with write()'s errno (EPIPE after SIGPIPE,
  * EAGAIN, EINTR, EBADF...) and keeps writes of up to PIPE_BUF bytes
- * atomic. A cancellation point, as write() is.
+ * atomic. A cancellation point, as write() is: a cancellation there
+ * closes the span (a clean-up handler's release then does nothing).
  *
  * When all @p n bytes were written (n == 0 included), the span is closed
  * and its memory given back. Otherwise it stays open and holds the bytes
@@ -232,6 +233,12 @@ static inline void ppipe_buffer_span_release(struct ppipe_span *span)
 	memset(span, 0, sizeof(*span));
 }
 
+/* pthread_cancel() acted in the write: the span closes (its thread is gone). */
+static inline void ppipe_buffer_span_cancelled(void *span)
+{
+	ppipe_buffer_span_release((struct ppipe_span *)span);
+}
+
 static inline ssize_t ppipe_buffer_span_commit(struct ppipe_span *span, size_t n)
 {
 	ssize_t w;
@@ -241,7 +248,9 @@ static inline ssize_t ppipe_buffer_span_commit(struct ppipe_span *span, size_t n
 		errno = EINVAL;
 		return -1;
 	}
+	pthread_cleanup_push(ppipe_buffer_span_cancelled, span);
 	w = write(span->priv.fd, span->data, n);
+	pthread_cleanup_pop(0);
 	if (w < 0)
 		return w;
 	if ((size_t)w == n) {

@@ -828,6 +828,13 @@ ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off,
 	if (nb < 0)
 		return why ? decline(p, why) : fall_back(p, "F_GETFL failed");
 	op.nonblock = nb;
+	/*
+	 * A non-blocking rest from inside a page (a partial commit before
+	 * it): vmsplice would fill the pipe's free slots with part pages and
+	 * stop short of write()'s count. The real call gives it exactly.
+	 */
+	if (op.nonblock && (off & (pp_page_size() - 1)))
+		return fall_back(p, "non-blocking span rest from inside a page");
 	if (op.nonblock && (ret = nonblock_plan(p, fd, n, false, &body)))
 		return ret;
 	ret = push_region(&op, body, &vflags);

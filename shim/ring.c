@@ -459,7 +459,13 @@ void pp_ring_pushed(struct pp_ring *r, size_t off, size_t bytes)
 
 void pp_ring_commit(struct pp_ring *r, size_t off, size_t len)
 {
-	r->head = off + round_up(len, pp_page_size());
+	/*
+	 * Rounded from the end, not by the length: from inside a page, off +
+	 * round_up(len) would leave the head inside a page, and the next
+	 * region would start there, neither page-aligned nor covered by the
+	 * reuse rule's check of its last page.
+	 */
+	r->head = round_up(off + len, pp_page_size());
 	if (r->head >= r->size)
 		r->head = 0;
 }

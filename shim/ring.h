@@ -104,7 +104,11 @@ static inline void pp_ring_verified(struct pp_ring *r)
 {
 	r->verified_slots = r->pushed_slots;
 }
-/* Moves the head past a reserved region of @len bytes. */
+/*
+ * Moves the head past @len bytes at @off, to the next page boundary: @off
+ * is a reserved region's start, or a place inside one of its pages (the
+ * rest of a span after a partial commit, ppipe.h).
+ */
 void pp_ring_commit(struct pp_ring *r, size_t off, size_t len);
 
 /*

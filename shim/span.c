@@ -25,8 +25,10 @@
 #include "ring.h"
 #include "stats.h"
 #include "vfork.h"
+#include "writepath.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -55,6 +57,8 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 	size_t len;
 	long off;
 
+	/* Rings, pool, probe: a fork child must forget them (init.c), as after a write. */
+	pp_mark_used(PP_USED_ENGINE);
 	if (!pp_engine_ready() || pp_pipe_unsafe(p))
 		return false;
 	if (!pp_pipe_ino(p) && !pp_fdt_learn_ino(p, fd))
@@ -70,7 +74,12 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
 	if (off == -ESTALE)
 		pp_pipe_mark_unsafe(p, "fd switched to another file behind libppipe");
-	if (off < 0) {
+	/*
+	 * After the reuse verdict, as the write path looks: a reader that
+	 * turned unknown since the look above (splice() marks the pipe, then
+	 * moves its pages on) may hold pages the verdict found consumed.
+	 */
+	if (off < 0 || pp_pipe_unsafe(p)) {
 		if (off == -EBUSY)
 			pp_count(&p->cnt, PP_CNT_ring_waits, 1);
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
@@ -105,7 +114,7 @@ PP_EXPORT int ppipe_span_get(int fd, size_t want, struct ppipe_span *span)
 	 * is a buffer its write path takes).
 	 */
 	if (want >= pp_cfg.min_write && pp_engine == &pp_engine_vmsplice && pp_fd_selected(fd) &&
-	    !pp_in_vfork_child() && (p = pp_fdt_enter(fd, &end))) {
+	    !pp_in_vfork_child() && (p = pp_write_enter(fd, &end))) {
 		if (end == PP_END_WRITE && p->accel && ring_span(p, fd, want, span)) {
 			pp_note_large_write();
 			return 0;
@@ -139,6 +148,12 @@ static void ring_span_close(struct ppipe_span *span)
 	errno = saved;
 }
 
+/* pthread_cancel() acted in the real call: the span closes, as in the engine's waits. */
+static void ring_span_cancelled(void *span)
+{
+	ring_span_close(span);
+}
+
 PP_EXPORT ssize_t ppipe_span_commit(struct ppipe_span *span, size_t n)
 {
 	struct pp_pipe *p;
@@ -162,15 +177,20 @@ PP_EXPORT ssize_t ppipe_span_commit(struct ppipe_span *span, size_t n)
 	 * whole story of whatever the fd names now.
 	 */
 	w = PP_DECLINE;
-	if ((uint32_t)span->priv.gen == pp_fdt_epoch(fd))
+	if (n >= pp_cfg.min_write && (uint32_t)span->priv.gen == pp_fdt_epoch(fd))
 		w = pp_core_commit(p, fd, r, (size_t)((char *)span->data - r->data), n,
 				   &span->priv.kind);
 	if (w == PP_DECLINE) {
+		/* A cancellation point, as write() is: the span must not outlive the thread. */
+		pthread_cleanup_push(ring_span_cancelled, span);
 		w = real_write(fd, span->data, n);
+		pthread_cleanup_pop(0);
+		/* Counted as write() counts it: below PPIPE_MIN_WRITE, no attempt and not large. */
 		if (w >= 0) {
 			pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
 			pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)w);
-			pp_count(&p->cnt, PP_CNT_bytes_passthrough_large, (uint64_t)w);
+			if (n >= pp_cfg.min_write)
+				pp_count(&p->cnt, PP_CNT_bytes_passthrough_large, (uint64_t)w);
 		}
 	} else if (w < 0) {
 		errno = (int)-w;

@@ -95,6 +95,16 @@ static inline bool large_may_matter(int fd)
 	       unlikely(pp_cfg.debug);
 }
 
+struct pp_pipe *pp_write_enter(int fd, enum pp_end *end)
+{
+	struct pp_pipe *p = pp_fdt_enter(fd, end);
+
+	if (!p && (pp_exec_takeover_armed || pp_cfg.readers == PP_READERS_TRUST ||
+		   unlikely(pp_cfg.debug)))
+		p = untracked(fd, end);
+	return p;
+}
+
 static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t total)
 {
 	enum pp_end end = PP_END_WRITE;

@@ -10,10 +10,20 @@
 #ifndef PP_WRITEPATH_H
 #define PP_WRITEPATH_H
 
+#include "pipe.h"
+
 #include <sys/types.h>
 #include <sys/uio.h>
 
 ssize_t pp_write(int fd, const void *buf, size_t n);
 ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt);
+
+/*
+ * The pipe a large write to @fd would take libppipe's path for, entered
+ * (the caller leaves it), and which end @fd is: a tracked pipe, an
+ * inherited end taken over now, any pipe under PPIPE_READERS=trust. NULL
+ * for any other fd. Spans (span.c) go where a write goes.
+ */
+struct pp_pipe *pp_write_enter(int fd, enum pp_end *end);
 
 #endif

@@ -86,6 +86,10 @@ static void one(enum how h)
 			r = setrlimit(RLIMIT_MEMLOCK, &ml) || setrlimit(RLIMIT_AS, &as) ? -1 : 0;
 		}
 		o->restricted = r == 0;
+#ifdef T_API_WRITE
+		/* No memory for a span's buffer where write() needs none: write() (api-write.h). */
+		t_api_enomem_write = h == H_RLIMIT;
+#endif
 		o->err = r ? errno : 0;
 		/* The restriction really holds. */
 		if (h == H_RLIMIT) {

@@ -207,4 +207,9 @@ void t_demux_end(struct t_demux *d);
 /* The FNV-1a of writer @w's first @len bytes, as t_demux computes it. */
 uint64_t t_tag_fnv(unsigned int w, uint64_t len);
 
+/* The API build of a diff-* program: its writes through spans (api-write.h). */
+#ifdef T_API_WRITE
+#include "api-write.h"
+#endif
+
 #endif

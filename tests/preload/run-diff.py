@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Differential test driver: a diff-* program on plain pipes vs under a preload library.
 
-usage: run-diff.py PROGRAM LIBRARY [--env K=V ...] [--expect-accel] [--timeout S]
-                   [--baseline-runs N] [--keep]
+usage: run-diff.py PROGRAM LIBRARY [--env K=V ...] [--expect-accel] [--expect-spans]
+                   [--baseline-program PATH] [--timeout S] [--baseline-runs N] [--keep]
 
 Runs PROGRAM twice: without LD_PRELOAD (the baseline), and with LD_PRELOAD=LIBRARY
 and the library's environment (PPIPE_MIN_WRITE=4097 so that every write above
@@ -16,6 +16,14 @@ library really took its fast path: the PPIPE_STATS file (one JSON object per
 process, "totals" -> "writes_accelerated") must sum to more than zero. A
 library without a stats file passes this check only if its file name contains
 "passthru" (the pass-through control library), with a note.
+
+--expect-spans also requires that spans (ppipe.h) were committed in place: the
+PPIPE_STATS totals' "span_commits" must sum to more than zero (the API builds of
+the diff-* programs, tests/preload/api-write.h).
+
+--baseline-program PATH also runs PATH (the same test built with write(), where
+PROGRAM is its API build) without LD_PRELOAD: its transcript and exit status must
+be PROGRAM's too, so that a change both runs of PROGRAM share is still caught.
 
 --baseline-runs N runs the baseline N times and fails if the transcripts are not
 all identical (a check of the test's own determinism).
@@ -45,6 +53,10 @@ def parse_args(argv):
     ap.add_argument("--env", action="append", default=[], metavar="K=V",
                     help="extra environment for the library run")
     ap.add_argument("--expect-accel", action="store_true")
+    ap.add_argument("--expect-spans", action="store_true",
+                    help="require span_commits > 0 in the PPIPE_STATS totals")
+    ap.add_argument("--baseline-program", metavar="PATH",
+                    help="the write() build, whose plain run must give the same transcript")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per run (30)")
     ap.add_argument("--baseline-runs", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -138,8 +150,8 @@ def diff(a, b):
                                           lineterm="", n=2))
 
 
-def stats_total(path):
-    """Sums totals.writes_accelerated over the per-process JSON lines."""
+def stats_total(path, key="writes_accelerated"):
+    """Sums totals.<key> over the per-process JSON lines."""
     total, procs = 0, 0
     with open(path) as f:
         for ln in f:
@@ -147,7 +159,7 @@ def stats_total(path):
             if not ln:
                 continue
             obj = json.loads(ln)
-            total += int(obj["totals"]["writes_accelerated"])
+            total += int(obj["totals"][key])
             procs += 1
     return total, procs
 
@@ -159,6 +171,9 @@ def main(argv):
     name = os.path.basename(prog)
     if not os.access(prog, os.X_OK):
         print(f"ERROR {name}: {prog} is not an executable program")
+        return EXIT_ERROR
+    if args.baseline_program and not os.access(args.baseline_program, os.X_OK):
+        print(f"ERROR {name}: {args.baseline_program} is not an executable program")
         return EXIT_ERROR
     if not os.path.isfile(lib):
         # ld.so would only warn and run the program without it: a false pass.
@@ -189,6 +204,10 @@ def compare(args, prog, lib, name, workdir):
         lib_env[k] = v
     lib_env["LD_PRELOAD"] = lib
     shim = run_once("preload", prog, workdir, lib_env, args.timeout)
+    writes = None
+    if args.baseline_program:
+        writes = run_once("write-plain", os.path.abspath(args.baseline_program), workdir, {},
+                          args.timeout)
 
     if base.rc == EXIT_SKIP or shim.rc == EXIT_SKIP:
         why = [ln for r in (base, shim) for ln in r.transcript if ln.startswith("SKIP")]
@@ -196,7 +215,9 @@ def compare(args, prog, lib, name, workdir):
               f" (plain {base.status()}, preload {shim.status()})")
         return EXIT_SKIP
 
-    for b in baselines:
+    # With --baseline-program, the write() build is the baseline; PROGRAM's plain
+    # run is the API's header fallback, under test like the preloaded run.
+    for b in [writes] if writes else baselines:
         if b.timed_out or b.rc != 0:
             print(f"ERROR {name}: the baseline (no preload) failed: {b.status()}; "
                   "the test or this machine is broken, not the library")
@@ -215,6 +236,13 @@ def compare(args, prog, lib, name, workdir):
         return EXIT_ERROR
 
     failed = False
+    if writes and (base.timed_out or base.rc != writes.rc or
+                   base.transcript != writes.transcript):
+        print(f"FAIL {name}: the plain run differs from the write() build's "
+              f"{os.path.basename(args.baseline_program)} ({writes.status()} vs "
+              f"{base.status()}; - write(), + {base.name}):")
+        print(diff(writes, base))
+        failed = True
     if shim.timed_out:
         print(f"FAIL {name}: with the library the program hung (killed after {args.timeout}s)")
         failed = True
@@ -227,8 +255,9 @@ def compare(args, prog, lib, name, workdir):
         print(diff(base, shim))
         failed = True
     if failed:
-        show(base)
-        show(shim)
+        for r in (writes, base, shim):
+            if r:
+                show(r)
         return EXIT_FAIL
 
     note = ""
@@ -249,6 +278,25 @@ def compare(args, prog, lib, name, workdir):
         else:
             print(f"FAIL {name}: --expect-accel, but the library wrote no PPIPE_STATS file")
             return EXIT_FAIL
+    if args.expect_spans:
+        if os.path.exists(stats_path):
+            try:
+                spans, procs = stats_total(stats_path, "span_commits")
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                print(f"FAIL {name}: cannot read span_commits in the PPIPE_STATS file: {e}")
+                return EXIT_FAIL
+            if spans <= 0:
+                print(f"FAIL {name}: transcripts identical, but no span was committed in "
+                      f"place (span_commits=0 over {procs} processes)")
+                return EXIT_FAIL
+            note += f"; span_commits={spans}"
+        elif "passthru" in os.path.basename(lib):
+            note += "; no PPIPE_STATS file (pass-through library): span check skipped"
+        else:
+            print(f"FAIL {name}: --expect-spans, but the library wrote no PPIPE_STATS file")
+            return EXIT_FAIL
+    if writes:
+        note += f"; same as {os.path.basename(args.baseline_program)}'s plain run"
     runs = f", baseline deterministic over {len(baselines)} runs" if len(baselines) > 1 else ""
     print(f"PASS {name}: transcripts identical ({len(base.transcript)} lines){runs}{note}")
     return EXIT_PASS
