@@ -161,7 +161,8 @@ int ppipe_span_get(int fd, size_t want, struct ppipe_span *span) PPIPE_REF;
  * closes the span (a clean-up handler's release then does nothing).
  *
  * When all @p n bytes were written (n == 0 included), the span is closed
- * and its memory given back. Otherwise it stays open and holds the bytes
+ * and its memory given back: every field of @p span is zero then, so
+ * compare the count with a copy of n, not with span->len. Otherwise it stays open and holds the bytes
  * not written: @c data and @c len move on past what was written (nothing,
  * on -1), so the caller commits the rest or releases it. Returns -1 with
  * errno EINVAL, the span untouched, when @p n exceeds @c len, the span is
