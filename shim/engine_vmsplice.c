@@ -544,6 +544,48 @@ static long nonblock_room(struct write_op *op)
 }
 
 /*
+ * An accelerated write that moved nothing: the real call does it (the fd
+ * lost its file under us, no pin, a signal in the turn wait, a full
+ * non-blocking pipe, or @stopped: why the ring took nothing), else the
+ * error as write() gives it.
+ */
+static ssize_t nothing_moved(struct write_op *op, long ret, const char *stopped)
+{
+	struct pp_pipe *p = op->p;
+
+	if (ret == -ESTALE)
+		return fall_back(p, "fd closed during the write");
+	if (ret == PP_NO_PIN)
+		return fall_back(p, "no fd to hold the write's file");
+	if (ret == PP_TURN_INTR)
+		return fall_back(p, "a signal ended the wait for the pipe's turn");
+	/*
+	 * A non-blocking write into a full pipe: the real call says EAGAIN,
+	 * and wakes the readers as only the kernel's write does then (an
+	 * edge-triggered epoll reader sees it).
+	 */
+	if (ret == -EAGAIN && op->nonblock)
+		return fall_back(p, "non-blocking write end, pipe full");
+	if (ret >= 0)
+		return fall_back(p, pp_pipe_unsafe(p) ? "readers no longer known" : stopped);
+	return ret;
+}
+
+/* An accelerated write of op->done bytes, @vmspliced of them by vmsplice, ended at @now. */
+static void op_counted(const struct write_op *op, size_t vmspliced, uint64_t now)
+{
+	struct pp_pipe *p = op->p;
+
+	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
+	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op->done);
+	pp_count(&p->cnt, PP_CNT_bytes_vmspliced, vmspliced);
+	if (op->nonblock)
+		pp_count(&p->cnt, PP_CNT_writes_nonblocking, 1);
+	if (op->t0)
+		pp_latency_record(&pp_latency_all, now - op->t0);
+}
+
+/*
  * Whether the write end is non-blocking, or -errno when the write must
  * take the real call (packet mode; F_GETFL failed): pipes we did not
  * create may share their open file with anyone, so the kernel is asked
@@ -750,23 +792,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	if (!op.done) {
 		op_unpin(&op);
 		op_end_outlet(&op);
-		if (ret == -ESTALE)
-			return fall_back(p, "fd closed during the write");
-		if (ret == PP_NO_PIN)
-			return fall_back(p, "no fd to hold the write's file");
-		if (ret == PP_TURN_INTR)
-			return fall_back(p, "a signal ended the wait for the pipe's turn");
-		/*
-		 * A non-blocking write into a full pipe: the real call says
-		 * EAGAIN, and wakes the readers as only the kernel's write
-		 * does then (an edge-triggered epoll reader sees it).
-		 */
-		if (ret == -EAGAIN && op.nonblock)
-			return fall_back(p, "non-blocking write end, pipe full");
-		if (ret >= 0)
-			return fall_back(p,
-					 pp_pipe_unsafe(p) ? "readers no longer known" : stopped);
-		return ret;
+		return nothing_moved(&op, ret, stopped);
 	}
 	vmspliced = op.done;
 	if ((ret == 0 || ret == PP_NO_PIN) && op.done < total) {
@@ -788,13 +814,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	}
 	op_unpin(&op);
 	op_end_outlet(&op);
-	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
-	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
-	pp_count(&p->cnt, PP_CNT_bytes_vmspliced, vmspliced);
-	if (op.nonblock)
-		pp_count(&p->cnt, PP_CNT_writes_nonblocking, 1);
-	if (op.t0)
-		pp_latency_record(&pp_latency_all, now - op.t0);
+	op_counted(&op, vmspliced, now);
 	maybe_trim(now);
 	return (ssize_t)op.done;
 }
@@ -851,15 +871,7 @@ ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off,
 		pp_turn_account(&p->turn, pp_pipe_ino(p), op.done, now);
 	if (!op.done) {
 		op_unpin(&op);
-		if (ret == -ESTALE)
-			return fall_back(p, "fd closed during the write");
-		if (ret == PP_NO_PIN)
-			return fall_back(p, "no fd to hold the write's file");
-		if (ret == PP_TURN_INTR)
-			return fall_back(p, "a signal ended the wait for the pipe's turn");
-		if ((ret == -EAGAIN && op.nonblock) || ret >= 0)
-			return fall_back(p, "non-blocking write end, pipe full");
-		return ret;
+		return nothing_moved(&op, ret, "ring still referenced");
 	}
 	/* A non-blocking span's unaligned tail: the real call, into a pipe that was empty. */
 	if ((ret == 0 || ret == PP_NO_PIN) && op.done < n) {
@@ -870,14 +882,8 @@ ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off,
 			op.done += (size_t)t;
 	}
 	op_unpin(&op);
-	pp_count(&p->cnt, PP_CNT_writes_accelerated, 1);
-	pp_count(&p->cnt, PP_CNT_bytes_accelerated, op.done);
-	pp_count(&p->cnt, PP_CNT_bytes_vmspliced, op.pushed);
 	pp_count(&p->cnt, PP_CNT_span_commits, 1);
-	if (op.nonblock)
-		pp_count(&p->cnt, PP_CNT_writes_nonblocking, 1);
-	if (op.t0)
-		pp_latency_record(&pp_latency_all, now_ns() - op.t0);
+	op_counted(&op, op.pushed, op.t0 ? now_ns() : 0);
 	return (ssize_t)op.done;
 }
 
