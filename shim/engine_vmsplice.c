@@ -102,14 +102,6 @@ static ssize_t write_rest(int fd, const struct iovec *iov, int iovcnt, int idx, 
 	return first + rest;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * One accelerated write in flight: everything a cancellation in one of
  * its waits has to put right, since the caller's own clean-up never runs.
@@ -144,9 +136,7 @@ static void op_release_ring(struct write_op *op, uint64_t now)
 		op->done += op->pushed;
 		op->in_region = false;
 	}
-	op->r->last_use_ns = now;
-	op->r->resident = op->r->size;
-	__atomic_store_n(&op->r->busy, 0, __ATOMIC_RELEASE);
+	pp_ring_release(op->r, now);
 	op->r = NULL;
 }
 
@@ -211,7 +201,7 @@ static void op_cancelled(void *arg)
 		pp_turn_give(&op->p->turn);
 		op->turn = false;
 	}
-	op_release_ring(op, now_ns());
+	op_release_ring(op, pp_now_ns());
 	if (op->span_kind)
 		*op->span_kind = 0;
 	op_unpin(op);
@@ -618,7 +608,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 			       .pin = -1,
 			       .epoch = pp_fdt_epoch(fd),
 			       /* Latency: for a report or the counters file's seconds. */
-			       .t0 = pp_cfg.stats[0] || pp_cfg.counters[0] ? now_ns() : 0 };
+			       .t0 = pp_cfg.stats[0] || pp_cfg.counters[0] ? pp_now_ns() : 0 };
 	struct pp_ring_checks checks = { 0 };
 	unsigned int vflags = SPLICE_F_NONBLOCK;
 	uint64_t now;
@@ -673,7 +663,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	if (!r) {
 		op_end_outlet(&op);
 		/* Writes that get no ring still look after the idle rings, and PSI. */
-		maybe_trim(now_ns());
+		maybe_trim(pp_now_ns());
 		return decline(p, "no ring: pool cap reached or mapping failed");
 	}
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE)) {
@@ -683,7 +673,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	op.r = r;
 	/* The huge-page verdict is measured in writes' time: see thp.c. */
 	if (!op.t0 && r->thp && pp_thp_timing())
-		op.t0 = now_ns();
+		op.t0 = pp_now_ns();
 	/* Without the fault guard, check the source ranges by system call. */
 	if (!pp_faultguard_ready() && !source_readable(iov, iovcnt)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
@@ -762,7 +752,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 		op_give_turn(&op);
 		if (ret == PP_DECLINE) {
 			op.in_region = false;
-			op_release_ring(&op, now_ns());
+			op_release_ring(&op, pp_now_ns());
 			op_end_outlet(&op);
 			/* A retry after a wait may be refused too: its pin goes with it. */
 			op_unpin(&op);
@@ -775,7 +765,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 			break;
 	}
 	/* One clock read serves the idle time, the latency and the trim check. */
-	now = now_ns();
+	now = pp_now_ns();
 	if (r->thp && op.done)
 		pp_ring_account(r, op.t0 && pp_thp_timing() ? now - op.t0 : 0, op.done);
 	if (op.done)
@@ -810,7 +800,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 
 		if (n > 0)
 			op.done += (size_t)n;
-		now = now_ns();
+		now = pp_now_ns();
 	}
 	op_unpin(&op);
 	op_end_outlet(&op);
@@ -831,7 +821,7 @@ ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off,
 			       .roff = off,
 			       .in_region = true,
 			       .span_kind = span_kind,
-			       .t0 = pp_cfg.stats[0] || pp_cfg.counters[0] ? now_ns() : 0 };
+			       .t0 = pp_cfg.stats[0] || pp_cfg.counters[0] ? pp_now_ns() : 0 };
 	unsigned int vflags = SPLICE_F_NONBLOCK;
 	const char *why = "";
 	size_t body = n;
@@ -866,9 +856,6 @@ ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off,
 		op_unpin(&op);
 		return decline(p, "vmsplice refused the fd");
 	}
-	now = now_ns();
-	if (op.done)
-		pp_turn_account(&p->turn, pp_pipe_ino(p), op.done, now);
 	if (!op.done) {
 		op_unpin(&op);
 		return nothing_moved(&op, ret, "ring still referenced");
@@ -882,8 +869,10 @@ ssize_t pp_core_commit(struct pp_pipe *p, int fd, struct pp_ring *r, size_t off,
 			op.done += (size_t)t;
 	}
 	op_unpin(&op);
+	now = pp_now_ns();
+	pp_turn_account(&p->turn, pp_pipe_ino(p), op.done, now);
 	pp_count(&p->cnt, PP_CNT_span_commits, 1);
-	op_counted(&op, op.pushed, op.t0 ? now_ns() : 0);
+	op_counted(&op, op.pushed, now);
 	return (ssize_t)op.done;
 }
 

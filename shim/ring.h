@@ -105,6 +105,16 @@ static inline void pp_ring_verified(struct pp_ring *r)
 	r->verified_slots = r->pushed_slots;
 }
 /*
+ * The ring's owner is done with it for now (a write, a span) at @now: it
+ * counts as used then, resident whole, and may be claimed again.
+ */
+static inline void pp_ring_release(struct pp_ring *r, uint64_t now)
+{
+	r->last_use_ns = now;
+	r->resident = r->size;
+	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+}
+/*
  * Moves the head past @len bytes at @off, to the next page boundary: @off
  * is a reserved region's start, or a place inside one of its pages (the
  * rest of a span after a partial commit, ppipe.h).

@@ -24,24 +24,16 @@
 #include "real.h"
 #include "ring.h"
 #include "stats.h"
+#include "sys.h"
 #include "vfork.h"
 #include "writepath.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 /* A span in ring memory (priv.kind); the header's buffers are PPIPE_SPAN_BUFFER. */
 #define PP_SPAN_RING 0x50504252u
-
-static uint64_t clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * A region of @p's ring for this thread, of up to @want bytes: fills
@@ -140,9 +132,7 @@ static void ring_span_close(struct ppipe_span *span)
 	int saved = errno;
 
 	pp_ring_commit(r, (size_t)(base - r->data), (size_t)((char *)span->data - base));
-	r->last_use_ns = clock_ns();
-	r->resident = r->size;
-	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+	pp_ring_release(r, pp_now_ns());
 	memset(span, 0, sizeof(*span));
 	pp_pipe_leave(p);
 	errno = saved;

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static inline long pp_sys_fcntl(int fd, int cmd, unsigned long arg)
@@ -120,6 +121,15 @@ static inline bool pp_comm_equal(const char a[16], const char b[16])
 		if (a[i] != b[i])
 			return false;
 	return true;
+}
+
+/* CLOCK_MONOTONIC in ns, through the vDSO: the writers' clock. */
+static inline uint64_t pp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* CLOCK_MONOTONIC in ns, by the system call (the vDSO's data page faults in a fork child). */
