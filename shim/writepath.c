@@ -116,10 +116,8 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 	/* A vfork child runs on its parent's rings: never there. */
 	if (pp_in_vfork_child())
 		p = NULL;
-	else if (!(p = pp_fdt_enter(fd, &end)) &&
-		 (pp_exec_takeover_armed || pp_cfg.readers == PP_READERS_TRUST ||
-		  unlikely(pp_cfg.debug)))
-		p = untracked(fd, &end);
+	else
+		p = pp_write_enter(fd, &end);
 	if (!p)
 		return iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				     real_writev(fd, iov, iovcnt);
