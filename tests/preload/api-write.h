@@ -250,27 +250,8 @@ static inline ssize_t t_api_writev(int fd, const struct iovec *iov, int iovcnt)
 	return t_api_put(fd, iov, iovcnt, total);
 }
 
-/* helpers.c's t_write_all(), its writes through the API. */
-static inline ssize_t t_api_write_all(int fd, const void *buf, size_t len)
-{
-	const unsigned char *p = buf;
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t r = t_api_write(fd, p + done, len - done);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return done ? (ssize_t)done : -errno;
-		}
-		done += (size_t)r;
-	}
-	return (ssize_t)done;
-}
-
 #define write(fd, buf, n) t_api_write(fd, buf, n)
 #define writev(fd, iov, iovcnt) t_api_writev(fd, iov, iovcnt)
-#define t_write_all(fd, buf, len) t_api_write_all(fd, buf, len)
+#define t_write_all(fd, buf, len) t_write_all_by(t_api_write, fd, buf, len)
 
 #endif

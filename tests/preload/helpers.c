@@ -340,11 +340,17 @@ int t_fionread(int fd)
 
 ssize_t t_write_all(int fd, const void *buf, size_t len)
 {
+	return t_write_all_by(write, fd, buf, len);
+}
+
+ssize_t t_write_all_by(ssize_t (*put)(int, const void *, size_t), int fd, const void *buf,
+		       size_t len)
+{
 	const unsigned char *p = buf;
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t r = write(fd, p + done, len - done);
+		ssize_t r = put(fd, p + done, len - done);
 
 		if (r < 0) {
 			if (errno == EINTR)

@@ -119,6 +119,9 @@ int t_pipe_size_set(int fd, int size);
 int t_fionread(int fd);
 /* Writes all of @buf, looping over short writes; returns bytes written or -errno. */
 ssize_t t_write_all(int fd, const void *buf, size_t len);
+/* The same, each write made by @put (the API mode's writes: api-write.h). */
+ssize_t t_write_all_by(ssize_t (*put)(int, const void *, size_t), int fd, const void *buf,
+		       size_t len);
 /* Reads exactly @len bytes unless EOF comes first; returns bytes or -errno. */
 ssize_t t_read_full(int fd, void *buf, size_t len);
 /* Reads and discards until EAGAIN or EOF (the fd is made non-blocking meanwhile). */
