@@ -590,6 +590,26 @@ static void *blocked_writer(void *arg)
 	return NULL;
 }
 
+/*
+ * Runs blocked_writer() on @b, cancels it once it waits in its commit
+ * (or before: then it is cancelled there), and returns how it ended.
+ */
+static void *cancel_blocked(struct blocked *b)
+{
+	pthread_t t;
+	void *res;
+
+	sem_init(&b->ready, 0, 0);
+	if (pthread_create(&t, NULL, blocked_writer, b))
+		t_die("pthread_create");
+	sem_wait(&b->ready);
+	t_usleep(100 * 1000);
+	pthread_cancel(t);
+	pthread_join(t, &res);
+	sem_destroy(&b->ready);
+	return res;
+}
+
 struct later {
 	int fd;
 	int aligned;
@@ -618,7 +638,6 @@ static void cancel_one(const char *name, size_t n)
 	size_t heap0 = heap_inuse();
 	struct blocked b = { .want = 65536, .n = n };
 	struct t_reader rd;
-	pthread_t t;
 	void *res;
 	int p[2];
 
@@ -628,13 +647,7 @@ static void cancel_one(const char *name, size_t n)
 	if (write(p[1], buf, 65536) != 65536)
 		t_die("prefill");
 	b.fd = p[1];
-	sem_init(&b.ready, 0, 0);
-	if (pthread_create(&t, NULL, blocked_writer, &b))
-		t_die("pthread_create");
-	sem_wait(&b.ready);
-	t_usleep(100 * 1000); /* let it wait for room (if it does not yet, it is cancelled there) */
-	pthread_cancel(t);
-	pthread_join(t, &res);
+	res = cancel_blocked(&b);
 	t_log("cancel, %s: the writer %s", name,
 	      res == PTHREAD_CANCELED ? "cancelled" : "returned");
 	t_check(res == PTHREAD_CANCELED, "cancel, %s", name);
@@ -645,7 +658,6 @@ static void cancel_one(const char *name, size_t n)
 		span_put(p[1], 52, &pos, 65536, "cancel: next");
 	t_close(p[1]);
 	t_reader_finish(&rd, "cancel: reader", pos);
-	sem_destroy(&b.ready);
 	pool1 = stats().pool_bytes;
 	t_check(!rings || pool1 <= pool0,
 		"cancel, %s: ring memory %llu before the pipe, %llu after it", name,
@@ -677,13 +689,7 @@ static void cancel_inside_page(void)
 	if (write(p[1], buf, 100) != 100)
 		t_die("prefill");
 	b.fd = p[1];
-	sem_init(&b.ready, 0, 0);
-	if (pthread_create(&t, NULL, blocked_writer, &b))
-		t_die("pthread_create");
-	sem_wait(&b.ready);
-	t_usleep(100 * 1000);
-	pthread_cancel(t);
-	pthread_join(t, &res);
+	res = cancel_blocked(&b);
 	t_log("cancel, after a partial commit -> %s: the writer %s", t_res(b.first, 0),
 	      res == PTHREAD_CANCELED ? "cancelled" : "returned");
 	t_check(res == PTHREAD_CANCELED && b.first == T_PAGE + 50, "cancel inside a page");
@@ -699,7 +705,6 @@ static void cancel_inside_page(void)
 	t_log("cancel: the next span page-aligned: %s; its bytes and the ones before intact: %s",
 	      l.aligned ? "yes" : "NO", ok ? "yes" : "NO");
 	t_check(l.aligned && ok, "cancel: the span after");
-	sem_destroy(&b.ready);
 	t_close(p[0]);
 	t_close(p[1]);
 }
