@@ -143,7 +143,11 @@ struct ppipe_span {
  * checked here: commit reports what write() would.
  *
  * A span is the calling thread's: commit and release it from that
- * thread, before the thread exits. While it is open, the thread's other
+ * thread, before the thread exits (a thread that ends with ring spans
+ * open, cancelled in the middle of filling one, say, has them released
+ * on its way out; a buffer span's memory is then lost, as any block
+ * never freed). A thread has at most 8 ring spans open at once; beyond
+ * that a span is a buffer. While it is open, the thread's other
  * writes to the same pipe take the kernel's own path (they are not
  * lost, and they reach the pipe in the order of the calls). A fork child
  * must not touch the spans its parent had open: ring memory is not

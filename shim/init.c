@@ -16,6 +16,7 @@
 #include "real.h"
 #include "registry.h"
 #include "ring.h"
+#include "span.h"
 #include "stats.h"
 #include "sys.h"
 #include "thp.h"
@@ -122,6 +123,7 @@ PP_COMMON static void after_fork_child(void)
 		pp_pipes_after_fork_child();
 	if (pp_was_used(PP_USED_ENGINE)) {
 		pp_ring_after_fork_child();
+		pp_span_after_fork_child();
 		pp_engine_after_fork_child();
 		pp_thp_after_fork_child();
 		pp_turn_after_fork_child();

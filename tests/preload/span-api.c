@@ -22,6 +22,8 @@
  *   - pthread_cancel() of a commit waiting for room;
  *   - pthread_cancel() of a commit below PPIPE_MIN_WRITE (the real call);
  *   - pthread_cancel() after a partial commit that ended inside a page;
+ *   - a thread that ends with a span open: it returns, calls pthread_exit(),
+ *     or is cancelled in a read() while it fills the span;
  *   - a reader that splices the pipe's pages away;
  *   - commits below PPIPE_MIN_WRITE, and of 0 bytes;
  *   - the first span of an inherited pipe.
@@ -721,6 +723,127 @@ static void case_cancel(void)
 	cancel_inside_page();
 }
 
+/* ---- a thread that ends with a span open ---- */
+
+enum leave_how { LEAVE_RETURN, LEAVE_EXIT, LEAVE_CANCEL, LEAVE_HOWS };
+static const char *const leave_names[] = { "returns", "calls pthread_exit()",
+					   "is cancelled in a read()" };
+
+struct leaver {
+	int fd, idle; /* the pipe's write end; a pipe nobody writes, to wait in */
+	enum leave_how how;
+	sem_t ready;
+	int ring; /* the span was ring memory */
+	ssize_t first; /* its commit, partial */
+};
+
+/*
+ * The pipe holds 14 of its 16 pages when the thread opens a span of 4:
+ * the commit writes 2 and the span stays open with the other 2.
+ */
+#define LEAVE_PREFILL (14 * T_PAGE)
+#define LEAVE_SPAN (4 * T_PAGE)
+#define LEAVE_FIRST (2 * T_PAGE)
+
+static void *leaver(void *arg)
+{
+	struct leaver *l = arg;
+	struct ppipe_span s;
+	char c;
+
+	if (ppipe_span_get(l->fd, LEAVE_SPAN, &s)) {
+		sem_post(&l->ready);
+		return NULL;
+	}
+	l->ring = in_ring(&s);
+	t_fill(s.data, s.len, 52, LEAVE_PREFILL);
+	l->first = ppipe_span_commit(&s, LEAVE_SPAN);
+	sem_post(&l->ready);
+	if (l->how == LEAVE_EXIT)
+		pthread_exit(NULL);
+	/* More to fill the span with: the read() is where the cancellation finds the thread. */
+	if (l->how == LEAVE_CANCEL)
+		(void)!read(l->idle, &c, 1);
+	return NULL;
+}
+
+/*
+ * What the thread committed is in the pipe, and only that. Then, @again:
+ * the pipe takes more through a span of this thread (the region after
+ * what was committed is free to take); else both ends are closed at once
+ * and the pipe is gone with its rings: the thread's exit gave its span
+ * back (an open span holds the pipe, as a write in flight does).
+ */
+static void leave_one(enum leave_how how, bool again)
+{
+	static unsigned char buf[65536];
+	uint64_t pool0 = stats().pool_bytes, pool1, pos = LEAVE_PREFILL + LEAVE_FIRST;
+	struct leaver l = { .how = how };
+	const char *name = leave_names[how];
+	int p[2], idle[2];
+	pthread_t t;
+
+	t_pipe(p, O_NONBLOCK);
+	t_pipe_size_set(p[1], 65536);
+	t_fill(buf, LEAVE_PREFILL, 52, 0);
+	if (write(p[1], buf, LEAVE_PREFILL) != LEAVE_PREFILL)
+		t_die("prefill");
+	t_pipe(idle, 0);
+	l.fd = p[1];
+	l.idle = idle[0];
+	sem_init(&l.ready, 0, 0);
+	if (pthread_create(&t, NULL, leaver, &l))
+		t_die("pthread_create");
+	sem_wait(&l.ready);
+	if (how == LEAVE_CANCEL) {
+		t_usleep(50 * 1000);
+		pthread_cancel(t);
+	}
+	pthread_join(t, NULL);
+	sem_destroy(&l.ready);
+	t_close(idle[0]);
+	t_close(idle[1]);
+	t_check(l.ring == rings, "exit (%s): the span is %s", name,
+		l.ring ? "ring memory" : "a buffer");
+	t_check(l.first == LEAVE_FIRST, "exit (%s): the commit -> %zd", name, l.first);
+	bool kept = holds(p[0], LEAVE_PREFILL + LEAVE_FIRST, 52, 0) &&
+		    take(p[0], buf, sizeof(buf)) == 0;
+
+	t_log("exit: a thread that %s with a span open after a partial commit: what it committed, "
+	      "and nothing else, in the pipe: %s",
+	      name, kept ? "yes" : "NO");
+	t_check(kept, "exit (%s): the pipe's bytes", name);
+	if (again) {
+		bool ring = span_put(p[1], 52, &pos, 65536, "exit: a span after");
+
+		kept = holds(p[0], 65536, 52, LEAVE_PREFILL + LEAVE_FIRST);
+		t_log("exit: then a span of another thread: %s, its bytes in the pipe: %s",
+		      ring == rings ? "as expected" : "NOT as expected", kept ? "yes" : "NO");
+		t_check(ring == rings && kept, "exit (%s): the span after (%s)", name,
+			ring ? "ring memory" : "a buffer");
+	}
+	pool1 = stats().pool_bytes;
+	t_close(p[0]);
+	t_close(p[1]);
+	if (again)
+		return;
+	bool freed = !rings || (pool1 > pool0 && stats().pool_bytes <= pool0);
+
+	t_log("exit: both ends closed at once: the pipe and its ring are gone: %s",
+	      freed ? "yes" : "NO");
+	t_check(freed, "exit (%s): ring memory %llu before, %llu with the pipe, %llu after it",
+		name, (unsigned long long)pool0, (unsigned long long)pool1,
+		(unsigned long long)stats().pool_bytes);
+}
+
+static void case_thread_exit(void)
+{
+	for (int how = 0; how < LEAVE_HOWS; how++) {
+		leave_one((enum leave_how)how, false);
+		leave_one((enum leave_how)how, true);
+	}
+}
+
 /* ---- a reader that splices the pipe's pages away ---- */
 
 #define SPLICED (24 * 65536)
@@ -1125,6 +1248,7 @@ int main(int argc, char **argv)
 	case_mixed();
 	case_close();
 	case_cancel();
+	case_thread_exit();
 	case_splice();
 	case_small();
 	case_inherited();
