@@ -312,8 +312,15 @@ PP_EXPORT ssize_t ppipe_span_commit(struct ppipe_span *span, size_t n)
 		w = commit_in_place(span, n, open_entry_of(r));
 	if (w == PP_DECLINE) {
 		w = commit_by_write(span, n);
-		/* Counted as write() counts it: below PPIPE_MIN_WRITE, no attempt and not large. */
-		if (w >= 0) {
+		/*
+		 * Counted as write() counts it: below PPIPE_MIN_WRITE, no attempt
+		 * and not large; and on the pipe the fd names now, if libppipe
+		 * tracks what it names (a close or dup2 under the span moved its
+		 * epoch: the bytes went there, not into the span's pipe).
+		 */
+		if ((uint32_t)span->priv.gen != pp_fdt_epoch(fd))
+			p = pp_fdt_peek(fd);
+		if (w >= 0 && p) {
 			pp_count(&p->cnt, PP_CNT_writes_passthrough, 1);
 			pp_count(&p->cnt, PP_CNT_bytes_passthrough, (uint64_t)w);
 			if (n >= pp_cfg.min_write)

@@ -19,6 +19,7 @@
  *   - EPIPE and SIGPIPE;
  *   - a write() while the same thread has a span open;
  *   - the fd closed under an open span;
+ *   - the fd switched to a file under an open span;
  *   - pthread_cancel() of a commit waiting for room;
  *   - pthread_cancel() of a commit below PPIPE_MIN_WRITE (the real call);
  *   - pthread_cancel() after a partial commit that ended inside a page;
@@ -559,6 +560,43 @@ static void case_close(void)
 	t_log("close: the release gave its memory back: %s", freed ? "yes" : "NO");
 	t_check(freed, "close: ring memory %llu before, %llu with the span, %llu after it",
 		(unsigned long long)pool0, (unsigned long long)pool1, (unsigned long long)pool2);
+}
+
+/* ---- the fd switched to a file under an open span ---- */
+
+static void case_switched(void)
+{
+	static unsigned char buf[4 * T_PAGE];
+	struct ppipe_stats before, after;
+	struct ppipe_span s;
+	int p[2], f = t_tmpfile();
+	ssize_t w;
+
+	t_pipe(p, 0);
+	if (ppipe_span_get(p[1], 4 * T_PAGE, &s))
+		t_die("get");
+	expect_kind("switched", &s, true);
+	t_fill(s.data, s.len, 53, 0);
+	if (dup2(f, p[1]) != p[1])
+		t_die("dup2");
+	before = stats();
+	w = ppipe_span_commit(&s, 4 * T_PAGE);
+	after = stats();
+	ppipe_span_release(&s);
+	bool in_file = lseek(f, 0, SEEK_SET) == 0 && read(f, buf, sizeof(buf)) == sizeof(buf) &&
+		       t_verify(buf, sizeof(buf), 53, 0) == sizeof(buf);
+	bool eof = read(p[0], buf, 1) == 0;
+	uint64_t counted = after.writes_passthrough - before.writes_passthrough +
+			   after.writes_accelerated - before.writes_accelerated;
+
+	t_log("switched: the fd dup2()ed to a file under an open span: commit -> %s; the bytes in "
+	      "the file: %s; the pipe at EOF: %s; counted as writes to a pipe: %llu",
+	      t_res(w, errno), in_file ? "yes" : "NO", eof ? "yes" : "NO",
+	      (unsigned long long)counted);
+	t_check(w == 4 * T_PAGE && in_file && eof && !counted, "switched");
+	t_close(p[0]);
+	t_close(p[1]);
+	t_close(f);
 }
 
 /* ---- pthread_cancel() of a commit ---- */
@@ -1247,6 +1285,7 @@ int main(int argc, char **argv)
 	case_epipe();
 	case_mixed();
 	case_close();
+	case_switched();
 	case_cancel();
 	case_thread_exit();
 	case_splice();
