@@ -146,12 +146,14 @@ static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
 	long cap_t, cap_s, want;
 	uint64_t ino;
 
-	st->sfd_r = st->sfd_w = st->tfd = -1;
+	/*
+	 * The fds are stored atomically: a close() of any thread may look at
+	 * them (owns_in) while the slot opens or closes, without a reference.
+	 */
+	pp_stage_set_fds(st, -1, -1, -1);
 	if (pp_fault(PP_FAULT_STAGE) || PP_SYSCALL(SYS_pipe2, s, O_CLOEXEC))
 		return "no staging pipe (fds or pipe-user-pages-soft)";
-	st->sfd_r = to_spare(s[0]);
-	st->sfd_w = to_spare(s[1]);
-	st->tfd = (int)pp_sys_dup_spare(fd, true);
+	pp_stage_set_fds(st, to_spare(s[0]), to_spare(s[1]), (int)pp_sys_dup_spare(fd, true));
 	if (st->sfd_r < 0 || st->sfd_w < 0 || st->tfd < 0)
 		return "no fds for the staging pipe";
 	if (pp_sys_pipe_ino(st->tfd, &ino) || ino != pp_pipe_ino(p))
@@ -166,7 +168,7 @@ static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
 	cap_s = pp_sys_fcntl(st->sfd_w, F_GETPIPE_SZ, 0);
 	if (cap_s < 16384)
 		return "staging pipe shrunk by the kernel (pipe-user-pages-soft)";
-	st->ino = p->ino;
+	st->ino = pp_pipe_ino(p); /* another writer may be learning it this very moment */
 	st->owner_gen = &p->gen;
 	st->owner_was = pp_pipe_gen(p);
 	st->cap_s = (uint32_t)cap_s;
@@ -486,7 +488,10 @@ PP_COMMON static void pp_stages_flush_all(bool bounded)
 
 static bool owns_in(const struct pp_stage *st, unsigned int lo, unsigned int hi)
 {
-	const int fds[3] = { st->sfd_r, st->sfd_w, __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) };
+	/* No reference held: the slot may be opening or closing meanwhile (stage_open). */
+	const int fds[3] = { __atomic_load_n(&st->sfd_r, __ATOMIC_RELAXED),
+			     __atomic_load_n(&st->sfd_w, __ATOMIC_RELAXED),
+			     __atomic_load_n(&st->tfd, __ATOMIC_ACQUIRE) };
 
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0 && (unsigned int)fds[i] >= lo && (unsigned int)fds[i] <= hi)

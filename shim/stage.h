@@ -101,6 +101,18 @@ static inline uint64_t pp_stage_pending(const struct pp_stage *st)
 	       __atomic_load_n(&st->out, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Sets the stage's fds. Atomic stores: a close() of any thread may read
+ * them without a reference on the stage, to learn whether it closes one
+ * of ours, while the slot opens or closes.
+ */
+static inline void pp_stage_set_fds(struct pp_stage *st, int sfd_r, int sfd_w, int tfd)
+{
+	__atomic_store_n(&st->sfd_r, sfd_r, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->sfd_w, sfd_w, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->tfd, tfd, __ATOMIC_RELEASE);
+}
+
 /* Closes the fds of @st that are open. */
 static inline void pp_stage_close_fds(struct pp_stage *st)
 {
@@ -110,7 +122,7 @@ static inline void pp_stage_close_fds(struct pp_stage *st)
 		pp_sys_close(st->sfd_w);
 	if (st->tfd >= 0)
 		pp_sys_close(st->tfd);
-	st->sfd_r = st->sfd_w = st->tfd = -1;
+	pp_stage_set_fds(st, -1, -1, -1);
 }
 
 /*
