@@ -102,7 +102,8 @@ def main():
     ap.add_argument("--skip", default="", metavar="TEST,...")
     ap.add_argument("--logs")
     args = ap.parse_args()
-    lib = os.path.abspath(args.library)
+    # The tests run in their own directories: a relative name is the caller's.
+    lib = os.path.join(os.getcwd(), args.library)
     if not os.path.isfile(lib):
         ap.error(f"no library {lib}")
     extra = {}
