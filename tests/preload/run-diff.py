@@ -261,39 +261,30 @@ def compare(args, prog, lib, name, workdir):
         return EXIT_FAIL
 
     note = ""
-    if args.expect_accel:
+    # (option, counter, what the counter counts, what to say of the counter, the check)
+    expectations = [("--expect-accel", "writes_accelerated",
+                     "no write took the accelerated path", "", "acceleration check"),
+                    ("--expect-spans", "span_commits",
+                     "no span was committed in place", "span_commits in ", "span check")]
+    for (option, key, none_msg, key_msg, check), wanted in zip(
+            expectations, (args.expect_accel, args.expect_spans)):
+        if not wanted:
+            continue
         if os.path.exists(stats_path):
             try:
-                total, procs = stats_total(stats_path)
+                total, procs = stats_total(stats_path, key)
             except (OSError, ValueError, KeyError, TypeError) as e:
-                print(f"FAIL {name}: cannot read the PPIPE_STATS file: {e}")
+                print(f"FAIL {name}: cannot read {key_msg}the PPIPE_STATS file: {e}")
                 return EXIT_FAIL
             if total <= 0:
-                print(f"FAIL {name}: transcripts identical, but no write took the accelerated "
-                      f"path (writes_accelerated=0 over {procs} processes)")
+                print(f"FAIL {name}: transcripts identical, but {none_msg} "
+                      f"({key}=0 over {procs} processes)")
                 return EXIT_FAIL
-            note = f"; writes_accelerated={total} over {procs} processes"
+            note += f"; {key}={total}" + (f" over {procs} processes" if not key_msg else "")
         elif "passthru" in os.path.basename(lib):
-            note = "; no PPIPE_STATS file (pass-through library): acceleration check skipped"
+            note += f"; no PPIPE_STATS file (pass-through library): {check} skipped"
         else:
-            print(f"FAIL {name}: --expect-accel, but the library wrote no PPIPE_STATS file")
-            return EXIT_FAIL
-    if args.expect_spans:
-        if os.path.exists(stats_path):
-            try:
-                spans, procs = stats_total(stats_path, "span_commits")
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                print(f"FAIL {name}: cannot read span_commits in the PPIPE_STATS file: {e}")
-                return EXIT_FAIL
-            if spans <= 0:
-                print(f"FAIL {name}: transcripts identical, but no span was committed in "
-                      f"place (span_commits=0 over {procs} processes)")
-                return EXIT_FAIL
-            note += f"; span_commits={spans}"
-        elif "passthru" in os.path.basename(lib):
-            note += "; no PPIPE_STATS file (pass-through library): span check skipped"
-        else:
-            print(f"FAIL {name}: --expect-spans, but the library wrote no PPIPE_STATS file")
+            print(f"FAIL {name}: {option}, but the library wrote no PPIPE_STATS file")
             return EXIT_FAIL
     if writes:
         note += f"; same as {os.path.basename(args.baseline_program)}'s plain run"
