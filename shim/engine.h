@@ -85,8 +85,12 @@ struct pp_engine_ops {
 	void (*fork_child)(void);
 	/* Before exec or posix_spawn; @bounded: the image goes on (spawn, a vfork child's exec). */
 	void (*exec)(bool bounded);
-	/* exit, _exit: the image ends. */
-	void (*exit)(void);
+	/*
+	 * Everything the engine holds delivered, however long that takes:
+	 * exit and _exit (the image ends), and stdio's flush of every stream
+	 * (fflush(NULL), whose bytes must follow what was written before).
+	 */
+	void (*flush_all)(void);
 	/* What the statistics say of it ("on", or why not), NULL when it has nothing to say. */
 	const char *(*state)(void);
 };

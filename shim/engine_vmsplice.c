@@ -937,6 +937,6 @@ const struct pp_engine_ops pp_engine_vmsplice = {
 	.fork_prepare = nothing,
 	.fork_child = nothing,
 	.exec = exec_nothing,
-	.exit = nothing,
+	.flush_all = nothing,
 	.state = no_state,
 };

@@ -732,7 +732,7 @@ PP_COMMON static void wb_fork_child(void)
 		pp_engine_live = 0;
 }
 
-PP_COMMON static void wb_exit(void)
+PP_COMMON static void wb_flush_all(void)
 {
 	pp_stages_flush_all(false);
 }
@@ -753,6 +753,6 @@ const struct pp_engine_ops pp_engine_writebehind = {
 	.fork_prepare = wb_fork_prepare,
 	.fork_child = wb_fork_child,
 	.exec = pp_stages_flush_all,
-	.exit = wb_exit,
+	.flush_all = wb_flush_all,
 	.state = wb_state,
 };

@@ -102,6 +102,24 @@ PP_COMMON void pp_settle_write_end(int fd)
 	pp_pipe_leave(p);
 }
 
+PP_COMMON void pp_flush_write_end(int fd)
+{
+	int saved = errno;
+	enum pp_end end;
+	struct pp_pipe *p;
+
+	if (likely(!pp_engine_hooks()) || pp_in_vfork_child())
+		return;
+	if (fd < 0) {
+		pp_engine->flush_all();
+	} else if ((p = pp_fdt_enter(fd, &end))) {
+		if (end == PP_END_WRITE && pp_engine_holds(p))
+			(void)pp_engine->flush(p);
+		pp_pipe_leave(p);
+	}
+	errno = saved;
+}
+
 PP_COMMON int pp_close(int fd)
 {
 	int e = closing(fd), r;
@@ -261,12 +279,20 @@ int pp_ioctl_fionbio(int fd, const int *on)
 	return 0;
 }
 
-/* fclose() closes its fd inside libc, out of our sight: forget it here. */
+/*
+ * fclose() writes what the stream holds and closes its fd inside libc,
+ * out of our sight: what write-behind staged for the pipe goes before
+ * those bytes, and the fd is forgotten here.
+ */
 PP_COMMON int pp_fclose(void *stream)
 {
-	int fd = stream ? fileno((FILE *)stream) : -1;
+	FILE *f = stream;
+	int fd = f ? fileno(f) : -1;
 	int r;
 
+	if (unlikely(pp_engine_hooks()) && fd >= 0 &&
+	    (f->_mode > 0 || f->_IO_write_ptr > f->_IO_write_base))
+		pp_flush_write_end(fd);
 	if (fd >= 0 && !pp_in_vfork_child()) {
 		closing(fd); /* fclose() reports no write error of ours */
 		pp_fdt_clear(fd);

@@ -24,6 +24,15 @@ void pp_closefrom(int low);
  * for the pipe goes first (stage.h). Nothing when write-behind never ran.
  */
 void pp_settle_write_end(int fd);
+/*
+ * Before stdio writes to @fd from inside libc, where libppipe cannot see
+ * it (interpose_stdio.c): what write-behind staged for @fd's pipe goes
+ * first, however long that takes, as before a small write; an error the
+ * staged bytes met is reported as there (SIGPIPE) and the stdio call then
+ * meets its own. @fd < 0: every stage (a flush of every stream). Keeps
+ * errno. Nothing when write-behind never ran.
+ */
+void pp_flush_write_end(int fd);
 /* After a successful ioctl(fd, FIONBIO, on). */
 int pp_ioctl_fionbio(int fd, const int *on);
 

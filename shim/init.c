@@ -344,7 +344,7 @@ void pp_stats_report_fd(int fd)
 PP_START static void at_exit(void)
 {
 	if (pp_engine_hooks())
-		pp_engine->exit();
+		pp_engine->flush_all();
 	if (pp_fault_armed)
 		pp_fault_report();
 	if (pp_cfg.stats[0] || host_due())
@@ -375,7 +375,7 @@ PP_COMMON void pp_exit(int status, bool upper)
 	     pp_engine_hooks()) &&
 	    !pp_in_vfork_child()) {
 		if (pp_engine_hooks())
-			pp_engine->exit();
+			pp_engine->flush_all();
 		report_final(true);
 		/* This image's registry holds end with it, as at_exit() does. */
 		pp_reg_release_all();

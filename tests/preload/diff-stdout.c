@@ -8,7 +8,8 @@
  * blocks with write(1), writev(1) and stdio (fwrite + fflush, which glibc
  * hands to the kernel without going through the write() symbol), and
  * reports each result on fd 9; the parent reads the pipe and checks the
- * stream. A second round makes the inherited pipe a packet-mode pipe
+ * stream. Then it writes large blocks and stdio by turns, each stream's
+ * bytes right after a large write. A second round makes the inherited pipe a packet-mode pipe
  * (O_DIRECT) of 1 MiB before the exec: the writer does not know, and the
  * parent prints the length of every read (one packet each).
  */
@@ -26,6 +27,9 @@
 
 #define REPORT_FD 9
 #define SEED 1100
+
+/* Enough of them that a stream's bytes overtaking staged ones shows in nearly every run. */
+#define MIXED_ROUNDS 64
 
 static const size_t wsizes[] = { T_MIB + 1, 100, 65536, 4097, 3 * T_MIB };
 
@@ -61,6 +65,35 @@ static int writer(void)
 
 	fprintf(rep, "fwrite(stdout, 2MiB+11) -> %zu, fflush -> %d\n", n, fl);
 	pos += n;
+
+	/*
+	 * Large writes and stdio by turns: the stream's bytes follow the
+	 * write's, however the write reached the pipe (under write-behind
+	 * some of its bytes may still be staged when it returns, and stdio
+	 * writes from inside libc).
+	 */
+	uint64_t mixed = 0;
+	int fails = 0;
+
+	for (int round = 0; round < MIXED_ROUNDS; round++) {
+		t_fill(buf, T_MIB, SEED, pos);
+		r = write(STDOUT_FILENO, buf, T_MIB);
+		fails += r != (ssize_t)T_MIB;
+		pos += r > 0 ? (uint64_t)r : 0;
+		t_fill(buf, 65543, SEED, pos);
+		n = fwrite(buf, 1, 65543, stdout);
+		fails += n != 65543;
+		pos += n;
+		t_fill(buf, 100, SEED, pos);
+		for (int i = 0; i < 100; i++)
+			fails += putc(buf[i], stdout) == EOF;
+		fails += fflush(stdout) != 0;
+		pos += 100;
+		mixed += (r > 0 ? (uint64_t)r : 0) + n + 100;
+	}
+	fprintf(rep,
+		"%d x (write(1, 1MiB), fwrite(stdout, 65543), 100 x putc, fflush) -> %llu, %d failed\n",
+		MIXED_ROUNDS, (unsigned long long)mixed, fails);
 	fprintf(rep, "writer total %llu\n", (unsigned long long)pos);
 	fclose(rep);
 	return 0;

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The exported stdio names. A stdio stream writes its bytes to its fd from
+ * inside libc, by a system call no interposer sees. Under write-behind
+ * (PPIPE_MODE=uring; docs/design.md, "Write-behind") a write() may return
+ * while some of its bytes still wait in the pipe's staging pipe, and a
+ * stream's bytes written after it would then reach the pipe before them.
+ * So every call that may write a stream's bytes to its fd first has what
+ * is staged for that fd's pipe delivered, as a small write() does
+ * (fdops.h, pp_flush_write_end). Where write-behind never ran that is one
+ * load and a branch, and the libc call.
+ *
+ * The libc definitions are looked up on first use (dlsym, RTLD_NEXT), not
+ * at start-up: most processes call few of them, and start-up stays as it
+ * was. Calls that only touch a stream's buffer in memory (sprintf,
+ * open_memstream...) and input are not here.
+ *
+ * Layer: interpose (may use: interpose, operations, engine, pipes, resources, base).
+ */
+/* Both fseeko and fseeko64 (fsetpos, fsetpos64) are defined here: no renaming by the headers. */
+#undef _FILE_OFFSET_BITS
+
+#include "compiler.h"
+#include "engine.h"
+#include "fdops.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <wchar.h>
+
+/* The next definition of @name after libppipe (libc's), found once. */
+static void *bind_next(void **slot, const char *name)
+{
+	void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (likely(fn))
+		return fn;
+	fn = dlsym(RTLD_NEXT, name);
+	__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+	return fn;
+}
+
+/*
+ * Defines the exported @name: libc's, after @pre when write-behind runs.
+ * The common case (bound, write-behind never ran) is two loads and a
+ * jump; the rest, out of line: @pre, and binding on first use (@fail
+ * with ENOSYS if libc had no such function: it always has).
+ */
+#define WRAP(ret, name, params, args, fail, pre)                                            \
+	static void *next_##name;                                                           \
+	static __attribute__((noinline, cold)) ret slow_##name params                       \
+	{                                                                                   \
+		__typeof__(&name) fn_;                                                      \
+		pre;                                                                        \
+		fn_ = (__typeof__(&name))bind_next(&next_##name, #name);                    \
+		if (unlikely(!fn_)) {                                                       \
+			errno = ENOSYS;                                                     \
+			return fail;                                                        \
+		}                                                                           \
+		return fn_ args;                                                            \
+	}                                                                                   \
+	PP_COMMON PP_EXPORT ret(name) params                                                \
+	{                                                                                   \
+		__typeof__(&name) fn_ =                                                     \
+			(__typeof__(&name))__atomic_load_n(&next_##name, __ATOMIC_ACQUIRE); \
+		if (likely(fn_ && !pp_engine_hooks()))                                      \
+			return fn_ args;                                                    \
+		return slow_##name args;                                                    \
+	}
+
+/* Before a call that may write @fd: what write-behind staged for its pipe goes first. */
+static inline void before_fd(int fd)
+{
+	if (unlikely(pp_engine_hooks()))
+		pp_flush_write_end(fd);
+}
+
+static inline void before(FILE *f)
+{
+	if (unlikely(pp_engine_hooks()))
+		pp_flush_write_end(f ? f->_fileno : -1);
+}
+
+/*
+ * Before a call that writes @f only if it holds output (fflush, a seek,
+ * fclose): a stream with nothing buffered waits for nobody. A wide stream
+ * may hold it in its wide buffer: taken as holding some. NULL: every
+ * stream.
+ */
+static inline void before_pending(FILE *f)
+{
+	if (unlikely(pp_engine_hooks()) &&
+	    (!f || f->_mode > 0 || f->_IO_write_ptr > f->_IO_write_base))
+		pp_flush_write_end(f ? f->_fileno : -1);
+}
+
+/* Names in parentheses: <stdio.h> makes some of them macros. */
+
+/* ---- bytes and strings ---- */
+
+WRAP(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), (buf, size, n, f), 0,
+     before(f))
+WRAP(size_t, fwrite_unlocked, (const void *buf, size_t size, size_t n, FILE *f), (buf, size, n, f),
+     0, before(f))
+WRAP(int, fputs, (const char *s, FILE *f), (s, f), EOF, before(f))
+WRAP(int, fputs_unlocked, (const char *s, FILE *f), (s, f), EOF, before(f))
+WRAP(int, puts, (const char *s), (s), EOF, before(stdout))
+WRAP(int, fputc, (int c, FILE *f), (c, f), EOF, before(f))
+WRAP(int, fputc_unlocked, (int c, FILE *f), (c, f), EOF, before(f))
+WRAP(int, putc, (int c, FILE *f), (c, f), EOF, before(f))
+WRAP(int, putc_unlocked, (int c, FILE *f), (c, f), EOF, before(f))
+WRAP(int, putchar, (int c), (c), EOF, before(stdout))
+WRAP(int, putchar_unlocked, (int c), (c), EOF, before(stdout))
+/* Where the inline putc_unlocked of <stdio.h> goes when the buffer is full. */
+WRAP(int, __overflow, (FILE * f, int c), (f, c), EOF, before(f))
+
+PP_COMMON PP_EXPORT void(perror)(const char *s)
+{
+	static void *next_;
+	void (*fn)(const char *) = (void (*)(const char *))bind_next(&next_, "perror");
+
+	before(stderr);
+	if (likely(fn))
+		fn(s);
+}
+
+/* ---- formatted: the variadic forms go through the va_list ones ---- */
+
+WRAP(int, vfprintf, (FILE * f, const char *fmt, va_list ap), (f, fmt, ap), -1, before(f))
+WRAP(int, vprintf, (const char *fmt, va_list ap), (fmt, ap), -1, before(stdout))
+WRAP(int, vdprintf, (int fd, const char *fmt, va_list ap), (fd, fmt, ap), -1, before_fd(fd))
+
+PP_COMMON PP_EXPORT int(fprintf)(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vfprintf(f, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+PP_COMMON PP_EXPORT int(printf)(const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vprintf(fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+PP_COMMON PP_EXPORT int(dprintf)(int fd, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vdprintf(fd, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* The _FORTIFY_SOURCE forms, which programs built with it call instead. */
+int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
+int __vprintf_chk(int flag, const char *fmt, va_list ap);
+int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap);
+int __fprintf_chk(FILE *f, int flag, const char *fmt, ...);
+int __printf_chk(int flag, const char *fmt, ...);
+int __dprintf_chk(int fd, int flag, const char *fmt, ...);
+
+WRAP(int, __vfprintf_chk, (FILE * f, int flag, const char *fmt, va_list ap), (f, flag, fmt, ap), -1,
+     before(f))
+WRAP(int, __vprintf_chk, (int flag, const char *fmt, va_list ap), (flag, fmt, ap), -1,
+     before(stdout))
+WRAP(int, __vdprintf_chk, (int fd, int flag, const char *fmt, va_list ap), (fd, flag, fmt, ap), -1,
+     before_fd(fd))
+
+PP_COMMON PP_EXPORT int __fprintf_chk(FILE *f, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = __vfprintf_chk(f, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+PP_COMMON PP_EXPORT int __printf_chk(int flag, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = __vprintf_chk(flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+PP_COMMON PP_EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = __vdprintf_chk(fd, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* ---- wide characters ---- */
+
+WRAP(wint_t, fputwc, (wchar_t c, FILE *f), (c, f), WEOF, before(f))
+WRAP(wint_t, putwc, (wchar_t c, FILE *f), (c, f), WEOF, before(f))
+WRAP(wint_t, putwchar, (wchar_t c), (c), WEOF, before(stdout))
+WRAP(int, fputws, (const wchar_t *s, FILE *f), (s, f), -1, before(f))
+WRAP(int, vfwprintf, (FILE * f, const wchar_t *fmt, va_list ap), (f, fmt, ap), -1, before(f))
+WRAP(int, vwprintf, (const wchar_t *fmt, va_list ap), (fmt, ap), -1, before(stdout))
+
+PP_COMMON PP_EXPORT int(fwprintf)(FILE *f, const wchar_t *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vfwprintf(f, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+PP_COMMON PP_EXPORT int(wprintf)(const wchar_t *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vwprintf(fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* ---- flushes: fflush, and the seeks, which flush first ---- */
+
+WRAP(int, fflush, (FILE * f), (f), EOF, before_pending(f))
+WRAP(int, fflush_unlocked, (FILE * f), (f), EOF, before_pending(f))
+WRAP(int, fcloseall, (void), (), EOF, before_pending(NULL))
+WRAP(int, fseek, (FILE * f, long off, int whence), (f, off, whence), -1, before_pending(f))
+WRAP(int, fseeko, (FILE * f, off_t off, int whence), (f, off, whence), -1, before_pending(f))
+WRAP(int, fseeko64, (FILE * f, off64_t off, int whence), (f, off, whence), -1, before_pending(f))
+WRAP(int, fsetpos, (FILE * f, const fpos_t *pos), (f, pos), -1, before_pending(f))
+WRAP(int, fsetpos64, (FILE * f, const fpos64_t *pos), (f, pos), -1, before_pending(f))
+
+PP_COMMON PP_EXPORT void(rewind)(FILE *f)
+{
+	static void *next_;
+	void (*fn)(FILE *) = (void (*)(FILE *))bind_next(&next_, "rewind");
+
+	before_pending(f);
+	if (likely(fn))
+		fn(f);
+}
