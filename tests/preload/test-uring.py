@@ -23,13 +23,13 @@ import subprocess
 import sys
 import tempfile
 
-STAGING = ["small", "otherfd", "splice", "vmsplice", "setfl", "setpipesz", "close",
+STAGING = ["small", "otherfd", "splice", "vmsplice", "stdio", "setfl", "setpipesz", "close",
            "dup2", "fork", "exec", "spawn", "exit", "_exit", "flush", "epipe", "epipe-close",
            "reqresp",
            "threads"]
 # Scenarios that must fail when the flush points are skipped and the service is
 # slow (PPIPE_TEST_FAULT=flush,lag): whatever skips a flush then overtakes.
-SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "setfl", "setpipesz", "fork", "exec",
+SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "stdio", "setfl", "setpipesz", "fork", "exec",
              "spawn", "flush", "exit", "_exit", "threads"]
 
 

@@ -17,6 +17,9 @@
  *   otherfd    B is a small write() through a dup of the write end
  *   splice     B is splice()d in from another pipe
  *   vmsplice   B is the program's own vmsplice()
+ *   stdio      B goes through a stdio stream on a dup of the write end: its
+ *              first half by fwrite() and fflush(), its second by fwrite()
+ *              and fclose() (glibc writes both from inside libc)
  *   setfl      F_SETFL (O_NONBLOCK on, then off) before B
  *   setpipesz  F_SETPIPE_SZ (1 MiB) before B
  *   close      the write end is closed after A: the reader gets A, then EOF
@@ -151,6 +154,23 @@ static void sc_vmsplice(struct scene *s)
 	pos += SMALL;
 	t_close(s->w);
 	finish(s, "A, then B vmspliced in");
+}
+
+static void sc_stdio(struct scene *s)
+{
+	static unsigned char b[SMALL];
+	FILE *f = fdopen(dup(s->w), "w");
+
+	if (!f)
+		t_die("fdopen");
+	t_fill(b, SMALL, SEED, pos);
+	t_check(fwrite(b, 1, SMALL / 2, f) == SMALL / 2 && fflush(f) == 0,
+		"B's first half by fwrite and fflush");
+	t_check(fwrite(b + SMALL / 2, 1, SMALL - SMALL / 2, f) == SMALL - SMALL / 2 && !fclose(f),
+		"B's second half by fwrite and fclose");
+	pos += SMALL;
+	t_close(s->w);
+	finish(s, "A, then B through a stdio stream");
 }
 
 static void sc_setfl(struct scene *s)
@@ -482,16 +502,27 @@ static const struct {
 	void (*run)(struct scene *s);
 	bool stages_a; /* runs on a scene with A staged (stage_a) */
 } scenarios[] = {
-	{ "small", sc_small, true },	  { "otherfd", sc_otherfd, true },
-	{ "splice", sc_splice, true },	  { "vmsplice", sc_vmsplice, true },
-	{ "setfl", sc_setfl, true },	  { "setpipesz", sc_setpipesz, true },
-	{ "close", sc_close, true },	  { "dup2", sc_dup2, true },
-	{ "fork", sc_fork, true },	  { "exec", sc_exec, true },
-	{ "spawn", sc_spawn, true },	  { "probe", sc_probe, true },
-	{ "refused", sc_probe, true },	  { "exit", sc_exit, false },
-	{ "_exit", sc_raw_exit, false },  { "flush", sc_flush, false },
-	{ "epipe", sc_epipe, false },	  { "epipe-close", sc_epipe_close, false },
-	{ "reqresp", sc_reqresp, false }, { "threads", sc_threads, false },
+	{ "small", sc_small, true },
+	{ "otherfd", sc_otherfd, true },
+	{ "splice", sc_splice, true },
+	{ "vmsplice", sc_vmsplice, true },
+	{ "stdio", sc_stdio, true },
+	{ "setfl", sc_setfl, true },
+	{ "setpipesz", sc_setpipesz, true },
+	{ "close", sc_close, true },
+	{ "dup2", sc_dup2, true },
+	{ "fork", sc_fork, true },
+	{ "exec", sc_exec, true },
+	{ "spawn", sc_spawn, true },
+	{ "probe", sc_probe, true },
+	{ "refused", sc_probe, true },
+	{ "exit", sc_exit, false },
+	{ "_exit", sc_raw_exit, false },
+	{ "flush", sc_flush, false },
+	{ "epipe", sc_epipe, false },
+	{ "epipe-close", sc_epipe_close, false },
+	{ "reqresp", sc_reqresp, false },
+	{ "threads", sc_threads, false },
 };
 
 int main(int argc, char **argv)
