@@ -2,8 +2,8 @@
 /*
  * The huge-page verdict of PPIPE_THP=auto, taken from live traffic: run
  * under LD_PRELOAD=libppipe with PPIPE_THP=auto, and
- *   thp-trial on    with PPIPE_TEST_THP_SLOW=small (4 KiB-page laps look 4x slower)
- *   thp-trial off   with PPIPE_TEST_THP_SLOW=huge  (huge-page laps look 4x slower)
+ *   thp-trial on    with PPIPE_TEST_THP_SLOW=small (4 KiB-page laps look 1000x slower)
+ *   thp-trial off   with PPIPE_TEST_THP_SLOW=huge  (huge-page laps look 1000x slower)
  *   thp-trial any   without it (whatever this kernel measures)
  *   thp-trial undone  with PPIPE_TEST_THP_SLOW=watch (trials say on, the
  *                   watch after each one sees huge-page laps slow down)
