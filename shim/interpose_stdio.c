@@ -70,6 +70,19 @@ static void *bind_next(void **slot, const char *name)
 		return slow_##name args;                                                    \
 	}
 
+/* Defines the variadic @name as its va_list form @vname, which has the same leading arguments. */
+#define VARIADIC(name, params, vname, args)  \
+	PP_COMMON PP_EXPORT int(name) params \
+	{                                    \
+		va_list ap;                  \
+		int r;                       \
+                                             \
+		va_start(ap, fmt);           \
+		r = vname args;              \
+		va_end(ap);                  \
+		return r;                    \
+	}
+
 /* Before a call that may write @fd: what write-behind staged for its pipe goes first. */
 static inline void before_fd(int fd)
 {
@@ -132,38 +145,9 @@ WRAP(int, vfprintf, (FILE * f, const char *fmt, va_list ap), (f, fmt, ap), -1, b
 WRAP(int, vprintf, (const char *fmt, va_list ap), (fmt, ap), -1, before(stdout))
 WRAP(int, vdprintf, (int fd, const char *fmt, va_list ap), (fd, fmt, ap), -1, before_fd(fd))
 
-PP_COMMON PP_EXPORT int(fprintf)(FILE *f, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vfprintf(f, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-PP_COMMON PP_EXPORT int(printf)(const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vprintf(fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-PP_COMMON PP_EXPORT int(dprintf)(int fd, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vdprintf(fd, fmt, ap);
-	va_end(ap);
-	return r;
-}
+VARIADIC(fprintf, (FILE * f, const char *fmt, ...), vfprintf, (f, fmt, ap))
+VARIADIC(printf, (const char *fmt, ...), vprintf, (fmt, ap))
+VARIADIC(dprintf, (int fd, const char *fmt, ...), vdprintf, (fd, fmt, ap))
 
 /* The _FORTIFY_SOURCE forms, which programs built with it call instead. */
 int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
@@ -180,38 +164,11 @@ WRAP(int, __vprintf_chk, (int flag, const char *fmt, va_list ap), (flag, fmt, ap
 WRAP(int, __vdprintf_chk, (int fd, int flag, const char *fmt, va_list ap), (fd, flag, fmt, ap), -1,
      before_fd(fd))
 
-PP_COMMON PP_EXPORT int __fprintf_chk(FILE *f, int flag, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = __vfprintf_chk(f, flag, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-PP_COMMON PP_EXPORT int __printf_chk(int flag, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = __vprintf_chk(flag, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-PP_COMMON PP_EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = __vdprintf_chk(fd, flag, fmt, ap);
-	va_end(ap);
-	return r;
-}
+VARIADIC(__fprintf_chk, (FILE * f, int flag, const char *fmt, ...), __vfprintf_chk,
+	 (f, flag, fmt, ap))
+VARIADIC(__printf_chk, (int flag, const char *fmt, ...), __vprintf_chk, (flag, fmt, ap))
+VARIADIC(__dprintf_chk, (int fd, int flag, const char *fmt, ...), __vdprintf_chk,
+	 (fd, flag, fmt, ap))
 
 /* ---- wide characters ---- */
 
@@ -222,27 +179,8 @@ WRAP(int, fputws, (const wchar_t *s, FILE *f), (s, f), -1, before(f))
 WRAP(int, vfwprintf, (FILE * f, const wchar_t *fmt, va_list ap), (f, fmt, ap), -1, before(f))
 WRAP(int, vwprintf, (const wchar_t *fmt, va_list ap), (fmt, ap), -1, before(stdout))
 
-PP_COMMON PP_EXPORT int(fwprintf)(FILE *f, const wchar_t *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vfwprintf(f, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-PP_COMMON PP_EXPORT int(wprintf)(const wchar_t *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = vwprintf(fmt, ap);
-	va_end(ap);
-	return r;
-}
+VARIADIC(fwprintf, (FILE * f, const wchar_t *fmt, ...), vfwprintf, (f, fmt, ap))
+VARIADIC(wprintf, (const wchar_t *fmt, ...), vwprintf, (fmt, ap))
 
 /* ---- flushes: fflush, and the seeks, which flush first ---- */
 
