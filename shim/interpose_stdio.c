@@ -182,6 +182,19 @@ WRAP(int, vwprintf, (const wchar_t *fmt, va_list ap), (fmt, ap), -1, before(stdo
 VARIADIC(fwprintf, (FILE * f, const wchar_t *fmt, ...), vfwprintf, (f, fmt, ap))
 VARIADIC(wprintf, (const wchar_t *fmt, ...), vwprintf, (fmt, ap))
 
+int __vfwprintf_chk(FILE *f, int flag, const wchar_t *fmt, va_list ap);
+int __vwprintf_chk(int flag, const wchar_t *fmt, va_list ap);
+int __fwprintf_chk(FILE *f, int flag, const wchar_t *fmt, ...);
+int __wprintf_chk(int flag, const wchar_t *fmt, ...);
+
+WRAP(int, __vfwprintf_chk, (FILE * f, int flag, const wchar_t *fmt, va_list ap), (f, flag, fmt, ap),
+     -1, before(f))
+WRAP(int, __vwprintf_chk, (int flag, const wchar_t *fmt, va_list ap), (flag, fmt, ap), -1,
+     before(stdout))
+VARIADIC(__fwprintf_chk, (FILE * f, int flag, const wchar_t *fmt, ...), __vfwprintf_chk,
+	 (f, flag, fmt, ap))
+VARIADIC(__wprintf_chk, (int flag, const wchar_t *fmt, ...), __vwprintf_chk, (flag, fmt, ap))
+
 /* ---- flushes: fflush, and the seeks, which flush first ---- */
 
 WRAP(int, fflush, (FILE * f), (f), EOF, before_pending(f))
