@@ -9,7 +9,8 @@ its sources first (docs/testing.md says how). LTP_DIR is that source tree,
 built; each directory NAME of LTP_DIR/testcases/kernel/syscalls (default:
 the pipe, splice, write and fd calls: pipe, pipe2, splice, tee, vmsplice,
 write, writev, close, close_range, dup, dup2, dup3, fcntl) has its test
-programs run twice, taking turns: plain, then with LD_PRELOAD=LIBRARY and
+programs run twice, taking turns: plain, then with LD_PRELOAD=LIBRARY (an
+absolute path: the tests run in their own directories) and
 each --env (PPIPE_MIN_WRITE=4097, say, to send more of their writes down
 libppipe's path). Each run is killed after SECONDS (default 120).
 
@@ -102,8 +103,12 @@ def main():
     ap.add_argument("--skip", default="", metavar="TEST,...")
     ap.add_argument("--logs")
     args = ap.parse_args()
-    # The tests run in their own directories: a relative name is the caller's.
-    lib = os.path.join(os.getcwd(), args.library)
+    # The tests run in their own directories, and exec others there: a
+    # relative name would name nothing for them.
+    lib = args.library
+    if not os.path.isabs(lib):
+        ap.error(f"LIBRARY must be an absolute path (the tests run in their own "
+                 f"directories), not {lib!r}: \"$PWD/{lib}\", say")
     if not os.path.isfile(lib):
         ap.error(f"no library {lib}")
     extra = {}
