@@ -87,22 +87,12 @@ PP_COMMON static int closing(int fd)
 	return closing_pipe(fd);
 }
 
-PP_COMMON void pp_settle_write_end(int fd)
-{
-	enum pp_end end;
-	struct pp_pipe *p;
-
-	if (likely(!pp_engine_hooks()) || pp_in_vfork_child())
-		return;
-	p = pp_fdt_enter(fd, &end);
-	if (!p)
-		return;
-	if (end == PP_END_WRITE && pp_engine_holds(p))
-		pp_engine->settle(p);
-	pp_pipe_leave(p);
-}
-
-PP_COMMON void pp_flush_write_end(int fd)
+/*
+ * What write-behind staged for @fd's pipe goes first: @bounded, only while
+ * it moves (the engine's settle); else until it is in (its flush, whose
+ * error is reported there and not returned). Keeps errno.
+ */
+static void staged_first(int fd, bool bounded)
 {
 	int saved = errno;
 	enum pp_end end;
@@ -113,11 +103,26 @@ PP_COMMON void pp_flush_write_end(int fd)
 	if (fd < 0) {
 		pp_engine->flush_all();
 	} else if ((p = pp_fdt_enter(fd, &end))) {
-		if (end == PP_END_WRITE && pp_engine_holds(p))
-			(void)pp_engine->flush(p);
+		if (end == PP_END_WRITE && pp_engine_holds(p)) {
+			if (bounded)
+				pp_engine->settle(p);
+			else
+				(void)pp_engine->flush(p);
+		}
 		pp_pipe_leave(p);
 	}
 	errno = saved;
+}
+
+PP_COMMON void pp_settle_write_end(int fd)
+{
+	if (fd >= 0)
+		staged_first(fd, true);
+}
+
+PP_COMMON void pp_flush_write_end(int fd)
+{
+	staged_first(fd, false);
 }
 
 PP_COMMON int pp_close(int fd)
@@ -280,19 +285,14 @@ int pp_ioctl_fionbio(int fd, const int *on)
 }
 
 /*
- * fclose() writes what the stream holds and closes its fd inside libc,
- * out of our sight: what write-behind staged for the pipe goes before
- * those bytes, and the fd is forgotten here.
+ * fclose() closes its fd inside libc, out of our sight: forget it here
+ * (what the stream holds follows the staged bytes: interpose_stdio.c).
  */
 PP_COMMON int pp_fclose(void *stream)
 {
-	FILE *f = stream;
-	int fd = f ? fileno(f) : -1;
+	int fd = stream ? fileno((FILE *)stream) : -1;
 	int r;
 
-	if (unlikely(pp_engine_hooks()) && fd >= 0 &&
-	    (f->_mode > 0 || f->_IO_write_ptr > f->_IO_write_base))
-		pp_flush_write_end(fd);
 	if (fd >= 0 && !pp_in_vfork_child()) {
 		closing(fd); /* fclose() reports no write error of ours */
 		pp_fdt_clear(fd);

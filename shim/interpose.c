@@ -88,11 +88,6 @@ PP_COMMON PP_EXPORT void closefrom(int low)
 	pp_closefrom(low);
 }
 
-PP_COMMON PP_EXPORT int fclose(FILE *stream)
-{
-	return pp_fclose(stream);
-}
-
 PP_COMMON PP_EXPORT pid_t fork(void)
 {
 	return pp_fork();

@@ -197,6 +197,14 @@ VARIADIC(__wprintf_chk, (int flag, const wchar_t *fmt, ...), __vwprintf_chk, (fl
 
 /* ---- flushes: fflush, and the seeks, which flush first ---- */
 
+/* fclose() writes what the stream holds, then closes the fd (fdops.h). */
+PP_COMMON PP_EXPORT int(fclose)(FILE *f)
+{
+	if (f)
+		before_pending(f);
+	return pp_fclose(f);
+}
+
 WRAP(int, fflush, (FILE * f), (f), EOF, before_pending(f))
 WRAP(int, fflush_unlocked, (FILE * f), (f), EOF, before_pending(f))
 WRAP(int, fcloseall, (void), (), EOF, before_pending(NULL))
