@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 STAGING = ["small", "otherfd", "splice", "vmsplice", "stdio", "setfl", "setpipesz", "close",
-           "dup2", "fork", "exec", "spawn", "exit", "_exit", "flush", "epipe", "epipe-close",
+           "dup2", "fork", "exec", "spawn", "exit", "_exit", "flush", "epipe", "epipe-close", "epipe-stdio",
            "reqresp",
            "threads"]
 # Scenarios that must fail when the flush points are skipped and the service is

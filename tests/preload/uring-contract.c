@@ -34,6 +34,9 @@
  *              write fails with EPIPE and one SIGPIPE, the one after it too
  *              (the kernel's own answer by then)
  *   epipe-close the same, reported by close(): -1 EPIPE and one SIGPIPE
+ *   epipe-stdio the same, met by a stdio stream: its fflush() reports the
+ *              staged bytes' EPIPE (one SIGPIPE), then fails with its own
+ *              write's (a second), as two plain writes would
  *   reqresp    a request bigger than the pipe, then a blocking read of the
  *              reply from another pipe: the staged tail must reach the
  *              server without the writer calling libppipe again
@@ -402,6 +405,39 @@ static void sc_epipe_close(struct scene *unused)
 	t_check(r == -1 && e == EPIPE && t_sig_count[SIGPIPE] == 1, "deferred EPIPE at close");
 }
 
+static void sc_epipe_stdio(struct scene *unused)
+{
+	int p[2], r, e;
+	FILE *f;
+	pid_t c;
+
+	(void)unused;
+	t_sigaction(SIGPIPE, t_sig_counter, true);
+	t_pipe(p, 0);
+	t_pipe_size_set(p[1], CAP);
+	c = t_fork();
+	if (!c) {
+		t_close(p[1]);
+		t_usleep(READER_DELAY_US);
+		_exit(0);
+	}
+	t_close(p[0]);
+	t_check(put(p[1], CAP) == CAP && put(p[1], BLOCK) == BLOCK, "fill and A");
+	t_wait(c);
+	f = fdopen(dup(p[1]), "w");
+	if (!f)
+		t_die("fdopen");
+	t_check(fwrite(buf, 1, SMALL, f) == SMALL, "B into the stream's buffer");
+	errno = 0;
+	r = fflush(f);
+	e = errno;
+	t_log("fflush after the reader left -> %s, SIGPIPE x%d", t_res(r, e),
+	      (int)t_sig_count[SIGPIPE]);
+	t_check(r == EOF && e == EPIPE && t_sig_count[SIGPIPE] == 2, "EPIPE at fflush");
+	fclose(f);
+	t_close(p[1]);
+}
+
 static void sc_reqresp(struct scene *unused)
 {
 	(void)unused;
@@ -521,6 +557,7 @@ static const struct {
 	{ "flush", sc_flush, false },
 	{ "epipe", sc_epipe, false },
 	{ "epipe-close", sc_epipe_close, false },
+	{ "epipe-stdio", sc_epipe_stdio, false },
 	{ "reqresp", sc_reqresp, false },
 	{ "threads", sc_threads, false },
 };
