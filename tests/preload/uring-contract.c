@@ -338,13 +338,14 @@ static void sc_flush(struct scene *unused)
 	t_check(t_wait(c) == 0, "the reader did not get the fill, then A");
 }
 
-static void sc_epipe(struct scene *unused)
+/*
+ * A 64 KiB pipe whose only reader (a child) leaves without reading while A
+ * is staged behind the full pipe; SIGPIPE counted. Returns the write end.
+ */
+static int readers_gone_after_a(void)
 {
-	(void)unused;
 	int p[2];
 	pid_t c;
-	ssize_t r;
-	int e;
 
 	t_sigaction(SIGPIPE, t_sig_counter, true);
 	t_pipe(p, 0);
@@ -358,19 +359,29 @@ static void sc_epipe(struct scene *unused)
 	t_close(p[0]);
 	t_check(put(p[1], CAP) == CAP && put(p[1], BLOCK) == BLOCK, "fill and A");
 	t_wait(c);
+	return p[1];
+}
+
+static void sc_epipe(struct scene *unused)
+{
+	(void)unused;
+	ssize_t r;
+	int w, e;
+
+	w = readers_gone_after_a();
 	/* A was staged and its reader left: the next write reports it, once. */
 	errno = 0;
-	r = write(p[1], buf, SMALL);
+	r = write(w, buf, SMALL);
 	e = errno;
 	t_log("write after the reader left -> %s, SIGPIPE x%d", t_res(r, e),
 	      (int)t_sig_count[SIGPIPE]);
 	t_check(r == -1 && e == EPIPE && t_sig_count[SIGPIPE] == 1, "deferred EPIPE");
 	errno = 0;
-	r = write(p[1], buf, BLOCK);
+	r = write(w, buf, BLOCK);
 	e = errno;
 	t_log("the next one -> %s, SIGPIPE x%d", t_res(r, e), (int)t_sig_count[SIGPIPE]);
 	t_check(r == -1 && e == EPIPE && t_sig_count[SIGPIPE] == 2, "EPIPE after it");
-	t_close(p[1]);
+	t_close(w);
 }
 
 /*
@@ -380,25 +391,13 @@ static void sc_epipe(struct scene *unused)
  */
 static void sc_epipe_close(struct scene *unused)
 {
-	int p[2], r, e;
-	pid_t c;
+	int w, r, e;
 
 	(void)unused;
-	t_sigaction(SIGPIPE, t_sig_counter, true);
-	t_pipe(p, 0);
-	t_pipe_size_set(p[1], CAP);
-	c = t_fork();
-	if (!c) {
-		t_close(p[1]);
-		t_usleep(READER_DELAY_US);
-		_exit(0);
-	}
-	t_close(p[0]);
-	t_check(put(p[1], CAP) == CAP && put(p[1], BLOCK) == BLOCK, "fill and A");
-	t_wait(c);
-	t_set_nonblock(p[1], false);
+	w = readers_gone_after_a();
+	t_set_nonblock(w, false);
 	errno = 0;
-	r = close(p[1]);
+	r = close(w);
 	e = errno;
 	t_log("close after the reader left -> %s, SIGPIPE x%d", t_res(r, e),
 	      (int)t_sig_count[SIGPIPE]);
@@ -407,24 +406,12 @@ static void sc_epipe_close(struct scene *unused)
 
 static void sc_epipe_stdio(struct scene *unused)
 {
-	int p[2], r, e;
+	int w, r, e;
 	FILE *f;
-	pid_t c;
 
 	(void)unused;
-	t_sigaction(SIGPIPE, t_sig_counter, true);
-	t_pipe(p, 0);
-	t_pipe_size_set(p[1], CAP);
-	c = t_fork();
-	if (!c) {
-		t_close(p[1]);
-		t_usleep(READER_DELAY_US);
-		_exit(0);
-	}
-	t_close(p[0]);
-	t_check(put(p[1], CAP) == CAP && put(p[1], BLOCK) == BLOCK, "fill and A");
-	t_wait(c);
-	f = fdopen(dup(p[1]), "w");
+	w = readers_gone_after_a();
+	f = fdopen(dup(w), "w");
 	if (!f)
 		t_die("fdopen");
 	t_check(fwrite(buf, 1, SMALL, f) == SMALL, "B into the stream's buffer");
@@ -435,7 +422,7 @@ static void sc_epipe_stdio(struct scene *unused)
 	      (int)t_sig_count[SIGPIPE]);
 	t_check(r == EOF && e == EPIPE && t_sig_count[SIGPIPE] == 2, "EPIPE at fflush");
 	fclose(f);
-	t_close(p[1]);
+	t_close(w);
 }
 
 static void sc_reqresp(struct scene *unused)
