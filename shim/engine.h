@@ -60,6 +60,14 @@ struct pp_engine_ops {
 	 * (-errno, reported once, with its SIGPIPE), or 0.
 	 */
 	int (*flush)(struct pp_pipe *p);
+	/*
+	 * A non-blocking splice, tee or vmsplice into @p: flush without a
+	 * wait. Moves on what the pipe takes now; returns 0 when the engine
+	 * holds nothing for @p any more, else what a plain pipe, still full
+	 * of the held bytes, answers: -EAGAIN, or the error they met (-errno,
+	 * reported once, with its SIGPIPE).
+	 */
+	int (*flush_nowait)(struct pp_pipe *p);
 	/* Before a write: the error an earlier write left for it (-errno, taken), or 0. */
 	int (*take_error)(struct pp_pipe *p);
 	/*

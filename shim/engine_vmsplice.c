@@ -930,6 +930,7 @@ const struct pp_engine_ops pp_engine_vmsplice = {
 	.name = "vmsplice",
 	.write = vmsplice_write,
 	.flush = holds_nothing,
+	.flush_nowait = holds_nothing,
 	.take_error = holds_nothing,
 	.settle = settle_nothing,
 	.close_end = close_nothing,

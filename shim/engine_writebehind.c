@@ -178,6 +178,7 @@ static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
 }
 
 static int stage_drain(struct pp_stage *st);
+static long help_move(struct pp_stage *st);
 
 /*
  * A reference on the stage @w names, open or retired but not yet closed
@@ -426,6 +427,35 @@ static int pp_stage_flush(struct pp_pipe *p)
 	e = stage_drain(st);
 	pp_stage_put(st);
 	return report(e);
+}
+
+/*
+ * pp_stage_flush() for a call that must not wait: the writer moves on
+ * what the pipe takes now. Returns 0 when nothing is staged or in flight
+ * any more, the deferred error or the readers' EPIPE (-errno, with its
+ * SIGPIPE) when there is one, else -EAGAIN: to the program the pipe is
+ * still full of the staged bytes.
+ */
+static int pp_stage_flush_nowait(struct pp_pipe *p)
+{
+	struct pp_stage *st;
+	long n = 0;
+	int e;
+
+	if (pp_fault(PP_FAULT_FLUSH))
+		return 0; /* tests: the flush points broken on purpose */
+	if (!p || !(st = stage_any(__atomic_load_n(&p->engine_word, __ATOMIC_ACQUIRE))))
+		return 0;
+	if (pp_stage_pending(st))
+		n = help_move(st); /* -EPIPE came with the kernel's SIGPIPE */
+	if (n == -EPIPE)
+		e = -EPIPE; /* a deferred error stays for the next write, as after a write's */
+	else if ((e = __atomic_exchange_n(&st->err, 0, __ATOMIC_ACQ_REL)))
+		e = report(e);
+	else if (pp_stage_pending(st) || __atomic_load_n(&st->inflight, __ATOMIC_SEQ_CST))
+		e = -EAGAIN;
+	pp_stage_put(st);
+	return e;
 }
 
 /*
@@ -746,6 +776,7 @@ const struct pp_engine_ops pp_engine_writebehind = {
 	.name = "write-behind",
 	.write = wb_write,
 	.flush = pp_stage_flush,
+	.flush_nowait = pp_stage_flush_nowait,
 	.take_error = pp_stage_take_error,
 	.settle = pp_stage_wait,
 	.close_end = pp_stage_close,

@@ -125,6 +125,44 @@ PP_COMMON void pp_flush_write_end(int fd)
 	staged_first(fd, false);
 }
 
+#define SPLICE_FLAGS_KNOWN (SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT)
+
+/* Whether the kernel runs a splice or tee from @in into the pipe of @out without waiting. */
+static bool splice_nonblocking(int out, int in, unsigned int flags)
+{
+	uint64_t ino;
+	long fl;
+
+	if (flags & SPLICE_F_NONBLOCK)
+		return true;
+	if (in == PP_SPLICE_NO_INPUT)
+		return false; /* vmsplice() looks at its flags alone */
+	if ((fl = pp_sys_fcntl(out, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK))
+		return true;
+	return (fl = pp_sys_fcntl(in, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK) &&
+	       !pp_sys_pipe_ino(in, &ino);
+}
+
+PP_COMMON int pp_splice_into(int out, int in, unsigned int flags)
+{
+	int saved = errno, e = 0;
+	enum pp_end end;
+	struct pp_pipe *p;
+
+	/* Unknown flags: the kernel refuses the call before it looks at the pipe. */
+	if (likely(!pp_engine_hooks()) || pp_in_vfork_child() || out < 0 ||
+	    (flags & ~(unsigned int)SPLICE_FLAGS_KNOWN))
+		return 0;
+	if ((p = pp_fdt_enter(out, &end))) {
+		if (end == PP_END_WRITE && pp_engine_holds(p))
+			e = splice_nonblocking(out, in, flags) ? pp_engine->flush_nowait(p) :
+								 pp_engine->flush(p);
+		pp_pipe_leave(p);
+	}
+	errno = saved;
+	return e;
+}
+
 PP_COMMON int pp_close(int fd)
 {
 	int e = closing(fd), r;

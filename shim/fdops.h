@@ -19,11 +19,24 @@ int pp_close_range(unsigned int first, unsigned int last, int flags);
 int pp_fclose(void *stream);
 void pp_closefrom(int low);
 /*
- * Before a write end's file changes (F_SETFL, F_SETPIPE_SZ) or bytes reach
- * its pipe another way (splice, tee, vmsplice): what write-behind staged
- * for the pipe goes first (stage.h). Nothing when write-behind never ran.
+ * Before a write end's file changes (F_SETFL, F_SETPIPE_SZ): what
+ * write-behind staged for the pipe goes first while it moves (stage.h).
+ * Nothing when write-behind never ran.
  */
 void pp_settle_write_end(int fd);
+/* pp_splice_into()'s @in for vmsplice(), which has no input file. */
+#define PP_SPLICE_NO_INPUT (-1)
+/*
+ * Before splice(), tee() or vmsplice() put bytes into @out, a write end
+ * whose pipe may have bytes staged by write-behind: they go first, as
+ * before a small write. A call that blocks waits until they are in; a
+ * non-blocking one (SPLICE_F_NONBLOCK in @flags, or O_NONBLOCK on @out
+ * or on @in when that is a pipe, as the kernel decides) never waits and
+ * gets -EAGAIN while any is staged. Returns 0 to go on with the call, or
+ * the -errno it returns instead (an error the staged bytes met: reported
+ * once, with its SIGPIPE). Keeps errno. Nothing when write-behind never ran.
+ */
+int pp_splice_into(int out, int in, unsigned int flags);
 /*
  * Before stdio writes to @fd from inside libc, where libppipe cannot see
  * it (interpose_stdio.c): what write-behind staged for @fd's pipe goes

@@ -149,26 +149,45 @@ PP_COMMON PP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	return r;
 }
 
+/*
+ * splice(), tee() and vmsplice() into a pipe come after what write-behind
+ * staged for it (fdops.h). A call of no bytes returns at once, as the
+ * kernel's does.
+ */
 PP_COMMON PP_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 				   unsigned int flags)
 {
+	int e;
+
 	pp_readers_before_splice(in);
-	pp_settle_write_end(out);
+	if (len && (e = pp_splice_into(out, in, flags))) {
+		errno = -e;
+		return -1;
+	}
 	return real_splice(in, off_in, out, off_out, len, flags);
 }
 
 PP_COMMON PP_EXPORT ssize_t tee(int in, int out, size_t len, unsigned int flags)
 {
+	int e;
+
 	pp_readers_before_splice(in);
-	pp_settle_write_end(out);
+	if (len && (e = pp_splice_into(out, in, flags))) {
+		errno = -e;
+		return -1;
+	}
 	return real_tee(in, out, len, flags);
 }
 
-/* The program's own vmsplice() into a pipe comes after what we staged. */
 PP_COMMON PP_EXPORT ssize_t vmsplice(int fd, const struct iovec *iov, size_t cnt,
 				     unsigned int flags)
 {
-	pp_settle_write_end(fd);
+	int e;
+
+	if (cnt && (e = pp_splice_into(fd, PP_SPLICE_NO_INPUT, flags))) {
+		errno = -e;
+		return -1;
+	}
 	return real_vmsplice(fd, iov, cnt, flags);
 }
 

@@ -6,7 +6,8 @@ usage: test-uring.py LIBRARY URING_CONTRACT
 Runs every scenario of uring-contract (see its header) under LD_PRELOAD
 with PPIPE_MODE=uring and PPIPE_STATS, and requires for each: exit 0 (its
 own checks: bytes in order and intact, A staged, EOF, EPIPE...) and, where
-the scenario stages bytes, statistics that show staged bytes moved on.
+the scenario stages bytes, statistics that show staged bytes moved on (and,
+for the non-blocking ones, that the process never waited for them).
 Then the fallback: io_uring_setup refused by a seccomp filter, the bytes
 must still arrive and the statistics must say why write-behind is off.
 Last, the tests' own sensitivity: with the service slowed
@@ -23,14 +24,19 @@ import subprocess
 import sys
 import tempfile
 
-STAGING = ["small", "otherfd", "splice", "vmsplice", "stdio", "setfl", "setpipesz", "close",
+STAGING = ["small", "otherfd", "splice", "vmsplice", "tee", "splice-late", "vmsplice-late",
+           "tee-late", "splice-nonblock", "tee-nonblock", "stdio", "setfl", "setpipesz", "close",
            "dup2", "fork", "exec", "spawn", "exit", "_exit", "flush", "epipe", "epipe-close", "epipe-stdio",
            "reqresp",
            "threads"]
 # Scenarios that must fail when the flush points are skipped and the service is
 # slow (PPIPE_TEST_FAULT=flush,lag): whatever skips a flush then overtakes.
-SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "stdio", "setfl", "setpipesz", "fork", "exec",
+SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "tee", "splice-late", "vmsplice-late",
+             "tee-late", "splice-nonblock", "tee-nonblock", "stdio", "setfl", "setpipesz", "fork", "exec",
              "spawn", "flush", "exit", "_exit", "threads"]
+
+# Scenarios whose process must never wait for staged bytes (flush_waits 0).
+NEVER_WAITS = ["splice-nonblock", "tee-nonblock"]
 
 
 def run(lib, prog, scenario, statsdir, extra=None):
@@ -78,6 +84,9 @@ def main():
             ok = rc == 0 and staged > 0 and moved + dropped >= staged
             if sc in ("epipe", "epipe-close"):
                 ok = ok and dropped > 0 and wb_sum(reps, "errors_reported") == 1
+            # A non-blocking call never waits for staged bytes, not even bounded.
+            if sc in NEVER_WAITS:
+                ok = ok and wb_sum(reps, "flush_waits") == 0
             print(f"{sc}: exit {rc}, staged {staged} moved {moved} dropped {dropped} "
                   f"{'ok' if ok else 'FAIL'}")
             if not ok:

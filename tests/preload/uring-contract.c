@@ -17,6 +17,18 @@
  *   otherfd    B is a small write() through a dup of the write end
  *   splice     B is splice()d in from another pipe
  *   vmsplice   B is the program's own vmsplice()
+ *   tee        B is tee()d in from another pipe
+ *   splice-late, vmsplice-late, tee-late
+ *              the same, with a reader that starts only after 1.5 s: longer
+ *              than the bounded waits of F_SETFL or fork, and the call still
+ *              waits until A is in
+ *   splice-nonblock
+ *              B is splice()d in with SPLICE_F_NONBLOCK: EAGAIN while A is
+ *              staged (to the program the pipe is still full of A), then, as
+ *              an event loop retries on POLLOUT, B once A is in
+ *   tee-nonblock
+ *              the same by tee() from a pipe whose read end is O_NONBLOCK
+ *              (the kernel makes that tee non-blocking too)
  *   stdio      B goes through a stdio stream on a dup of the write end: its
  *              first half by fwrite() and fflush(), its second by fwrite()
  *              and fclose() (glibc writes both from inside libc)
@@ -52,6 +64,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -68,6 +81,10 @@
 #define BLOCK 65536
 #define SMALL 100
 #define READER_DELAY_US 50000
+/* The late reader: past write-behind's bound (1 s) on waits that may give up. */
+#define LATE_READER_US 1500000
+
+static long reader_delay_us = READER_DELAY_US;
 
 extern char **environ;
 
@@ -103,7 +120,7 @@ static void stage_a(struct scene *s)
 	s->w = p[1];
 	s->r = p[0];
 	t_pipe_size_set(s->w, CAP);
-	t_reader_start(&s->rd, s->r, 65536, SEED, 0, READER_DELAY_US);
+	t_reader_start(&s->rd, s->r, 65536, SEED, 0, reader_delay_us);
 	t_check(put(s->w, CAP) == CAP, "fill");
 	t_check(put(s->w, BLOCK) == BLOCK, "block A");
 	if (expect_staged)
@@ -157,6 +174,61 @@ static void sc_vmsplice(struct scene *s)
 	pos += SMALL;
 	t_close(s->w);
 	finish(s, "A, then B vmspliced in");
+}
+
+static void sc_tee(struct scene *s)
+{
+	int q[2];
+
+	t_pipe(q, 0);
+	t_check(put(q[1], SMALL) == SMALL, "B into the other pipe");
+	t_check(tee(q[0], s->w, SMALL, 0) == SMALL, "tee B");
+	t_close(q[0]);
+	t_close(q[1]);
+	t_close(s->w);
+	finish(s, "A, then B teed in");
+}
+
+/*
+ * B by a non-blocking splice (@tee: a tee from a non-blocking pipe): EAGAIN
+ * while A is staged, then B once A is in, retried on POLLOUT as an event
+ * loop does (the pipe may show room while A is still on its way).
+ */
+static void put_b_nonblocking(struct scene *s, bool tee_it)
+{
+	struct pollfd pfd = { .fd = s->w, .events = POLLOUT };
+	const char *how = tee_it ? "tee" : "splice";
+	int q[2], tries = 0;
+	ssize_t n;
+
+	t_pipe(q, tee_it ? O_NONBLOCK : 0);
+	t_check(put(q[1], SMALL) == SMALL, "B into the other pipe");
+	for (;; tries++) {
+		n = tee_it ? tee(q[0], s->w, SMALL, 0) :
+			     splice(q[0], NULL, s->w, NULL, SMALL, SPLICE_F_NONBLOCK);
+		if (n != -1 || errno != EAGAIN)
+			break;
+		t_check(poll(&pfd, 1, -1) == 1, "poll for POLLOUT");
+		usleep(1000);
+	}
+	t_check(tries > 0, "non-blocking %s of B with A staged: %zd, not EAGAIN", how, n);
+	t_check(n == SMALL, "non-blocking %s of B once A was in: %zd (%s)", how, n,
+		t_errname(errno));
+	t_log("%s of B: EAGAIN %d times, then %zd", how, tries, n);
+	t_close(q[0]);
+	t_close(q[1]);
+	t_close(s->w);
+	finish(s, "A, then B put in without blocking");
+}
+
+static void sc_splice_nonblock(struct scene *s)
+{
+	put_b_nonblocking(s, false);
+}
+
+static void sc_tee_nonblock(struct scene *s)
+{
+	put_b_nonblocking(s, true);
 }
 
 static void sc_stdio(struct scene *s)
@@ -524,11 +596,18 @@ static const struct {
 	const char *name;
 	void (*run)(struct scene *s);
 	bool stages_a; /* runs on a scene with A staged (stage_a) */
+	bool late; /* its reader starts after LATE_READER_US */
 } scenarios[] = {
 	{ "small", sc_small, true },
 	{ "otherfd", sc_otherfd, true },
 	{ "splice", sc_splice, true },
 	{ "vmsplice", sc_vmsplice, true },
+	{ "tee", sc_tee, true },
+	{ "splice-late", sc_splice, true, true },
+	{ "vmsplice-late", sc_vmsplice, true, true },
+	{ "tee-late", sc_tee, true, true },
+	{ "splice-nonblock", sc_splice_nonblock, true, true },
+	{ "tee-nonblock", sc_tee_nonblock, true, true },
 	{ "stdio", sc_stdio, true },
 	{ "setfl", sc_setfl, true },
 	{ "setpipesz", sc_setpipesz, true },
@@ -568,6 +647,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < T_ARRAY_SIZE(scenarios); i++) {
 		if (strcmp(sc, scenarios[i].name))
 			continue;
+		if (scenarios[i].late)
+			reader_delay_us = LATE_READER_US;
 		if (scenarios[i].stages_a)
 			stage_a(&s);
 		scenarios[i].run(&s);
