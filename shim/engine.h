@@ -61,7 +61,7 @@ struct pp_engine_ops {
 	 */
 	int (*flush)(struct pp_pipe *p);
 	/*
-	 * A non-blocking splice, tee or vmsplice into @p: flush without a
+	 * A non-blocking write, splice, tee or vmsplice into @p: flush without a
 	 * wait. Moves on what the pipe takes now; returns 0 when the engine
 	 * holds nothing for @p any more, else what a plain pipe, still full
 	 * of the held bytes, answers: -EAGAIN, or the error they met (-errno,

@@ -46,16 +46,31 @@ static struct pp_pipe *adopt(int fd)
 }
 
 /*
- * Before a write takes the real call on a pipe the engine holds bytes
- * for (write-behind): they go first (order), and an error they met is
- * this write's. Returns that -errno, or 0.
+ * flush_first() where the engine holds bytes: a non-blocking write end
+ * never waits for them (engine.h, flush_nowait: -EAGAIN while any are
+ * held, as from a plain pipe still full of them). The kernel is asked:
+ * only its answer covers a raw fcntl() behind libppipe's back.
  */
-static inline int flush_first(struct pp_pipe *p)
+static __attribute__((noinline)) int flush_held(struct pp_pipe *p, int fd)
+{
+	long fl = pp_sys_fcntl(fd, F_GETFL, 0);
+
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		return pp_engine->flush_nowait(p);
+	return pp_engine->flush(p);
+}
+
+/*
+ * Before a write to @fd takes the real call on a pipe the engine holds
+ * bytes for (write-behind): they go first (order), and an error they met
+ * is this write's. Returns that -errno, or 0.
+ */
+static inline int flush_first(struct pp_pipe *p, int fd)
 {
 	/* A vfork child runs on its parent's memory: never its engine's. */
 	if (likely(!p || !pp_engine_holds(p)) || pp_in_vfork_child())
 		return 0;
-	return pp_engine->flush(p);
+	return flush_held(p, fd);
 }
 
 static inline ssize_t to_libc(ssize_t r)
@@ -143,7 +158,7 @@ static ssize_t write_iov(int fd, const struct iovec *iov, int iovcnt, size_t tot
 		pp_explain_path(p, fd, r);
 	}
 	if (r == PP_DECLINE) {
-		e = end == PP_END_WRITE ? flush_first(p) : 0;
+		e = end == PP_END_WRITE ? flush_first(p, fd) : 0;
 		r = e		? to_libc(e) :
 		    iovcnt == 1 ? real_write(fd, iov[0].iov_base, iov[0].iov_len) :
 				  real_writev(fd, iov, iovcnt);
@@ -195,7 +210,7 @@ static inline ssize_t count_small(struct pp_pipe *p, ssize_t r)
 PP_COMMON static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, size_t n)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
-	int e = flush_first(p);
+	int e = flush_first(p, fd);
 
 	if (e)
 		return to_libc(e);
@@ -206,7 +221,7 @@ PP_COMMON static __attribute__((noinline)) ssize_t writev_small(int fd, const st
 								int iovcnt)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
-	int e = flush_first(p);
+	int e = flush_first(p, fd);
 
 	if (e)
 		return to_libc(e);

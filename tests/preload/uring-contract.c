@@ -29,6 +29,9 @@
  *   tee-nonblock
  *              the same by tee() from a pipe whose read end is O_NONBLOCK
  *              (the kernel makes that tee non-blocking too)
+ *   small-nonblock
+ *              the same by a small write() once the write end was made
+ *              O_NONBLOCK behind libppipe's back (a raw fcntl system call)
  *   stdio      B goes through a stdio stream on a dup of the write end: its
  *              first half by fwrite() and fflush(), its second by fwrite()
  *              and fclose() (glibc writes both from inside libc)
@@ -189,23 +192,34 @@ static void sc_tee(struct scene *s)
 	finish(s, "A, then B teed in");
 }
 
+enum nonblocking_way { BY_SPLICE, BY_TEE, BY_WRITE };
+
 /*
- * B by a non-blocking splice (@tee: a tee from a non-blocking pipe): EAGAIN
- * while A is staged, then B once A is in, retried on POLLOUT as an event
- * loop does (the pipe may show room while A is still on its way).
+ * B by a non-blocking call (@way: a splice with SPLICE_F_NONBLOCK, a tee
+ * from a non-blocking pipe, a write() to the write end made non-blocking
+ * by a raw system call): EAGAIN while A is staged, then B once A is in,
+ * retried on POLLOUT as an event loop does (the pipe may show room while
+ * A is still on its way).
  */
-static void put_b_nonblocking(struct scene *s, bool tee_it)
+static void put_b_nonblocking(struct scene *s, enum nonblocking_way way)
 {
+	static const char *const hows[] = { "splice", "tee", "write" };
 	struct pollfd pfd = { .fd = s->w, .events = POLLOUT };
-	const char *how = tee_it ? "tee" : "splice";
+	const char *how = hows[way];
 	int q[2], tries = 0;
 	ssize_t n;
 
-	t_pipe(q, tee_it ? O_NONBLOCK : 0);
-	t_check(put(q[1], SMALL) == SMALL, "B into the other pipe");
+	t_pipe(q, way == BY_TEE ? O_NONBLOCK : 0);
+	if (way == BY_WRITE) {
+		t_fill(buf, SMALL, SEED, pos);
+		t_check(syscall(SYS_fcntl, s->w, F_SETFL, O_NONBLOCK) == 0, "raw F_SETFL");
+	} else {
+		t_check(put(q[1], SMALL) == SMALL, "B into the other pipe");
+	}
 	for (;; tries++) {
-		n = tee_it ? tee(q[0], s->w, SMALL, 0) :
-			     splice(q[0], NULL, s->w, NULL, SMALL, SPLICE_F_NONBLOCK);
+		n = way == BY_TEE    ? tee(q[0], s->w, SMALL, 0) :
+		    way == BY_SPLICE ? splice(q[0], NULL, s->w, NULL, SMALL, SPLICE_F_NONBLOCK) :
+				       write(s->w, buf, SMALL);
 		if (n != -1 || errno != EAGAIN)
 			break;
 		t_check(poll(&pfd, 1, -1) == 1, "poll for POLLOUT");
@@ -215,6 +229,8 @@ static void put_b_nonblocking(struct scene *s, bool tee_it)
 	t_check(n == SMALL, "non-blocking %s of B once A was in: %zd (%s)", how, n,
 		t_errname(errno));
 	t_log("%s of B: EAGAIN %d times, then %zd", how, tries, n);
+	if (way == BY_WRITE)
+		pos += SMALL;
 	t_close(q[0]);
 	t_close(q[1]);
 	t_close(s->w);
@@ -223,12 +239,17 @@ static void put_b_nonblocking(struct scene *s, bool tee_it)
 
 static void sc_splice_nonblock(struct scene *s)
 {
-	put_b_nonblocking(s, false);
+	put_b_nonblocking(s, BY_SPLICE);
 }
 
 static void sc_tee_nonblock(struct scene *s)
 {
-	put_b_nonblocking(s, true);
+	put_b_nonblocking(s, BY_TEE);
+}
+
+static void sc_small_nonblock(struct scene *s)
+{
+	put_b_nonblocking(s, BY_WRITE);
 }
 
 static void sc_stdio(struct scene *s)
@@ -608,6 +629,7 @@ static const struct {
 	{ "tee-late", sc_tee, true, true },
 	{ "splice-nonblock", sc_splice_nonblock, true, true },
 	{ "tee-nonblock", sc_tee_nonblock, true, true },
+	{ "small-nonblock", sc_small_nonblock, true, true },
 	{ "stdio", sc_stdio, true },
 	{ "setfl", sc_setfl, true },
 	{ "setpipesz", sc_setpipesz, true },
