@@ -326,15 +326,18 @@ int pp_ioctl_fionbio(int fd, const int *on)
  * fclose() closes its fd inside libc, out of our sight: forget it here
  * (what the stream holds follows the staged bytes: interpose_stdio.c).
  */
-PP_COMMON int pp_fclose(void *stream)
+PP_COMMON void pp_stream_closing(void *stream)
 {
 	int fd = stream ? fileno((FILE *)stream) : -1;
-	int r;
 
 	if (fd >= 0 && !pp_in_vfork_child()) {
-		closing(fd); /* fclose() reports no write error of ours */
+		closing(fd); /* stdio reports no write error of ours */
 		pp_fdt_clear(fd);
 	}
-	r = PP_REAL(fclose) ? pp_real.fclose(stream) : EOF;
-	return r;
+}
+
+PP_COMMON int pp_fclose(void *stream)
+{
+	pp_stream_closing(stream);
+	return PP_REAL(fclose) ? pp_real.fclose(stream) : EOF;
 }

@@ -17,6 +17,11 @@ int pp_dup3(int fd, int fd2, int flags);
 int pp_fcntl(int fd, int cmd, unsigned long arg);
 int pp_close_range(unsigned int first, unsigned int last, int flags);
 int pp_fclose(void *stream);
+/*
+ * A stdio stream's fd is about to be closed or replaced inside libc
+ * (fclose, freopen): libppipe forgets it, as at close().
+ */
+void pp_stream_closing(void *stream);
 void pp_closefrom(int low);
 /*
  * Before a write end's file changes (F_SETFL, F_SETPIPE_SZ): what

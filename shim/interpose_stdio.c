@@ -205,6 +205,32 @@ PP_COMMON PP_EXPORT int(fclose)(FILE *f)
 	return pp_fclose(f);
 }
 
+/*
+ * freopen() writes what the stream holds, then closes its fd inside libc
+ * and puts the new file at that number: as fclose(), libppipe forgets the
+ * fd first (else a write there would find the pipe it named and mark it
+ * switched behind libppipe's back: no acceleration for its other ends).
+ */
+#define FREOPEN(name)                                                                              \
+	PP_COMMON PP_EXPORT FILE *(name)(const char *path, const char *mode, FILE *f)              \
+	{                                                                                          \
+		static void *next_;                                                                \
+		FILE *(*fn)(const char *, const char *, FILE *) =                                  \
+			(FILE * (*)(const char *, const char *, FILE *)) bind_next(&next_, #name); \
+                                                                                                   \
+		if (f) {                                                                           \
+			before_pending(f);                                                         \
+			pp_stream_closing(f);                                                      \
+		}                                                                                  \
+		if (unlikely(!fn)) {                                                               \
+			errno = ENOSYS;                                                            \
+			return NULL;                                                               \
+		}                                                                                  \
+		return fn(path, mode, f);                                                          \
+	}
+FREOPEN(freopen)
+FREOPEN(freopen64)
+
 WRAP(int, fflush, (FILE * f), (f), EOF, before_pending(f))
 WRAP(int, fflush_unlocked, (FILE * f), (f), EOF, before_pending(f))
 WRAP(int, fcloseall, (void), (), EOF, before_pending(NULL))

@@ -35,6 +35,10 @@
  *   stdio      B goes through a stdio stream on a dup of the write end: its
  *              first half by fwrite() and fflush(), its second by fwrite()
  *              and fclose() (glibc writes both from inside libc)
+ *   freopen    B is fwrite() to a stdio stream on a dup of the write end
+ *              before A (it waits in the stream's buffer); after A,
+ *              freopen() points the stream at /dev/null: glibc writes B
+ *              and closes the dup from inside libc
  *   setfl      F_SETFL (O_NONBLOCK on, then off) before B
  *   setpipesz  F_SETPIPE_SZ (1 MiB) before B
  *   close      the write end is closed after A: the reader gets A, then EOF
@@ -114,8 +118,8 @@ struct scene {
 
 static bool expect_staged = true;
 
-/* A 64 KiB pipe, a late reader, the pipe filled, and block A staged behind it. */
-static void stage_a(struct scene *s)
+/* A 64 KiB pipe, a late reader, and the pipe filled. */
+static void fill_pipe(struct scene *s)
 {
 	int p[2];
 
@@ -125,10 +129,21 @@ static void stage_a(struct scene *s)
 	t_pipe_size_set(s->w, CAP);
 	t_reader_start(&s->rd, s->r, 65536, SEED, 0, reader_delay_us);
 	t_check(put(s->w, CAP) == CAP, "fill");
+}
+
+/* Block A staged behind the filled pipe. */
+static void put_a(struct scene *s)
+{
 	t_check(put(s->w, BLOCK) == BLOCK, "block A");
 	if (expect_staged)
 		t_check(t_fionread(s->r) == CAP, "A was not staged: the pipe holds %d",
 			t_fionread(s->r));
+}
+
+static void stage_a(struct scene *s)
+{
+	fill_pipe(s);
+	put_a(s);
 }
 
 static void finish(struct scene *s, const char *what)
@@ -267,6 +282,27 @@ static void sc_stdio(struct scene *s)
 	pos += SMALL;
 	t_close(s->w);
 	finish(s, "A, then B through a stdio stream");
+}
+
+/* B waits in the stream's buffer while A is written and staged; freopen() writes it. */
+static void sc_freopen(struct scene *s)
+{
+	static unsigned char b[SMALL];
+	FILE *f;
+
+	fill_pipe(s);
+	if (!(f = fdopen(dup(s->w), "w")))
+		t_die("fdopen");
+	t_fill(b, SMALL, SEED, pos + BLOCK);
+	t_check(fwrite(b, 1, SMALL, f) == SMALL, "B by fwrite, into the stream's buffer");
+	put_a(s);
+	f = freopen("/dev/null", "w", f);
+	t_check(f != NULL, "freopen");
+	pos += SMALL;
+	if (f)
+		fclose(f);
+	t_close(s->w);
+	finish(s, "A, then B written by freopen");
 }
 
 static void sc_setfl(struct scene *s)
@@ -631,6 +667,7 @@ static const struct {
 	{ "tee-nonblock", sc_tee_nonblock, true, true },
 	{ "small-nonblock", sc_small_nonblock, true, true },
 	{ "stdio", sc_stdio, true },
+	{ "freopen", sc_freopen, false },
 	{ "setfl", sc_setfl, true },
 	{ "setpipesz", sc_setpipesz, true },
 	{ "close", sc_close, true },
