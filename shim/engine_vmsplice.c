@@ -599,6 +599,38 @@ static int write_end_nonblock(struct pp_pipe *p, int fd, const char **why)
 	return (fl & O_NONBLOCK) != 0;
 }
 
+/*
+ * The reuse rule counts every push of a ring as one into its pipe, and an
+ * identity check proves that only of the fd it asks (ring.c). So when a
+ * write comes through another fd of the pipe than the ring's last one,
+ * both are asked before it pushes: the last one, unless libppipe saw it
+ * closed or replaced since (its epoch moved: what it pushed went in while
+ * it named the pipe, as far as anyone can tell), then the new one. One fd
+ * of a pipe switched to another pipe behind libppipe's back (a raw dup3)
+ * is then seen before a check of another fd could vouch for its pushes,
+ * and the pages it pushed there are never written again. A write through
+ * the same fd as the last costs a comparison.
+ */
+bool pp_core_writer(struct pp_ring *r, int fd, uint64_t ino, struct pp_ring_checks *c)
+{
+	uint32_t epoch = pp_fdt_epoch(fd);
+	uint64_t now;
+
+	if (likely(r->writer_fd == fd && r->writer_epoch == epoch))
+		return true;
+	if (r->writer_fd >= 0 && pp_fdt_epoch(r->writer_fd) == r->writer_epoch) {
+		c->identity++;
+		if (pp_sys_pipe_ino(r->writer_fd, &now) || now != ino)
+			return false;
+	}
+	c->identity++;
+	if (pp_sys_pipe_ino(fd, &now) || now != ino)
+		return false;
+	r->writer_fd = fd;
+	r->writer_epoch = epoch;
+	return true;
+}
+
 ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int iovcnt, size_t total,
 		      const struct pp_outlet_ops *ops)
 {
@@ -669,6 +701,14 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 	if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE)) {
 		op_end_outlet(&op);
 		return fall_back(p, "ring in use: a span open, or a signal handler inside a write");
+	}
+	/* Pushes straight into the pipe through @fd (an outlet's go through its own fd). */
+	if (!op.out.st && !pp_core_writer(r, fd, pp_pipe_ino(p), &checks)) {
+		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+		op_end_outlet(&op);
+		pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
+		pp_pipe_mark_unsafe(p, "fd switched to another file behind libppipe");
+		return fall_back(p, "fd switched to another file behind libppipe");
 	}
 	op.r = r;
 	/* The huge-page verdict is measured in writes' time: see thp.c. */

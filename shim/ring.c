@@ -119,6 +119,7 @@ static struct pp_ring *ring_create(size_t size, size_t len)
 	r->huge = huge;
 	r->cold = true;
 	r->lap_end = size;
+	r->writer_fd = -1;
 	return r;
 }
 

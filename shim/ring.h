@@ -27,6 +27,8 @@ struct pp_ring {
 	uint64_t pushed_bytes;
 	uint64_t pushed_slots;
 	uint64_t verified_slots; /* every push before this one went into our pipe */
+	int writer_fd; /* the program's fd of the last write, -1 before the first */
+	uint32_t writer_epoch; /* its fd table epoch then (pp_core_writer) */
 	uint64_t *mark_bytes; /* per page: pushed_bytes after its last push, 0 = never */
 	uint64_t *mark_slots; /* per page: pushed_slots after its last push */
 	size_t map_len; /* the whole mapping, header included */

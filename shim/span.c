@@ -154,7 +154,9 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 	if (!r || __atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
 		return false;
 	len = want < r->max_chunk ? want : r->max_chunk;
-	off = pp_ring_reserve(r, len, fd, -1, pp_pipe_ino(p), capacity, &checks);
+	off = pp_core_writer(r, fd, pp_pipe_ino(p), &checks) ?
+		      pp_ring_reserve(r, len, fd, -1, pp_pipe_ino(p), capacity, &checks) :
+		      -ESTALE;
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
 	pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);
 	if (off == -ESTALE)
