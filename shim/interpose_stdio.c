@@ -208,8 +208,9 @@ PP_COMMON PP_EXPORT int(fclose)(FILE *f)
 /*
  * freopen() writes what the stream holds, then closes its fd inside libc
  * and puts the new file at that number: as fclose(), libppipe forgets the
- * fd first (else a write there would find the pipe it named and mark it
- * switched behind libppipe's back: no acceleration for its other ends).
+ * fd first. Else a large write to the new file would go out from the old
+ * pipe's ring, and be found a switch behind libppipe's back when the
+ * pipe's other ends write next: the pipe would lose its acceleration.
  */
 #define FREOPEN(name)                                                                              \
 	PP_COMMON PP_EXPORT FILE *(name)(const char *path, const char *mode, FILE *f)              \
