@@ -127,7 +127,7 @@ PP_COMMON void pp_flush_write_end(int fd)
 
 #define SPLICE_FLAGS_KNOWN (SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT)
 
-/* Whether the kernel runs a splice or tee from @in into the pipe of @out without waiting. */
+/* Whether the kernel puts bytes from @in into the pipe of @out without waiting (fdops.h). */
 static bool splice_nonblocking(int out, int in, unsigned int flags)
 {
 	uint64_t ino;
@@ -135,11 +135,11 @@ static bool splice_nonblocking(int out, int in, unsigned int flags)
 
 	if (flags & SPLICE_F_NONBLOCK)
 		return true;
-	if (in == PP_SPLICE_NO_INPUT)
-		return false; /* vmsplice() looks at its flags alone */
+	if (in == PP_SPLICE_VMSPLICE)
+		return false;
 	if ((fl = pp_sys_fcntl(out, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK))
 		return true;
-	return (fl = pp_sys_fcntl(in, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK) &&
+	return in >= 0 && (fl = pp_sys_fcntl(in, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK) &&
 	       !pp_sys_pipe_ino(in, &ino);
 }
 

@@ -29,15 +29,17 @@ void pp_closefrom(int low);
  * Nothing when write-behind never ran.
  */
 void pp_settle_write_end(int fd);
-/* pp_splice_into()'s @in for vmsplice(), which has no input file. */
-#define PP_SPLICE_NO_INPUT (-1)
+/* pp_splice_into()'s @in for vmsplice(): its flags alone say whether it blocks. */
+#define PP_SPLICE_VMSPLICE (-1)
+/* pp_splice_into()'s @in for sendfile(): @out's O_NONBLOCK alone says so. */
+#define PP_SPLICE_SENDFILE (-2)
 /*
- * Before splice(), tee() or vmsplice() put bytes into @out, a write end
- * whose pipe may have bytes staged by write-behind: they go first, as
- * before a small write. A call that blocks waits until they are in; a
- * non-blocking one (SPLICE_F_NONBLOCK in @flags, or O_NONBLOCK on @out
- * or on @in when that is a pipe, as the kernel decides) never waits and
- * gets -EAGAIN while any is staged. Returns 0 to go on with the call, or
+ * Before splice(), tee(), vmsplice() or sendfile() put bytes into @out, a
+ * write end whose pipe may have bytes staged by write-behind: they go
+ * first, as before a small write. A call that blocks waits until they are
+ * in; a non-blocking one (SPLICE_F_NONBLOCK in @flags, or O_NONBLOCK on
+ * @out or on @in when that is a pipe, as the kernel decides) never waits
+ * and gets -EAGAIN while any is staged. Returns 0 to go on with the call, or
  * the -errno it returns instead (an error the staged bytes met: reported
  * once, with its SIGPIPE). Keeps errno. Nothing when write-behind never ran.
  */

@@ -18,6 +18,8 @@
  *   splice     B is splice()d in from another pipe
  *   vmsplice   B is the program's own vmsplice()
  *   tee        B is tee()d in from another pipe
+ *   sendfile   B is sendfile()d in from a file (Linux 5.12 and later: skipped
+ *              where sendfile() refuses a pipe)
  *   splice-late, vmsplice-late, tee-late
  *              the same, with a reader that starts only after 1.5 s: longer
  *              than the bounded waits of F_SETFL or fork, and the call still
@@ -79,6 +81,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -208,6 +211,26 @@ static void sc_tee(struct scene *s)
 }
 
 enum nonblocking_way { BY_SPLICE, BY_TEE, BY_WRITE };
+
+static void sc_sendfile(struct scene *s)
+{
+	static unsigned char b[SMALL];
+	FILE *f = tmpfile();
+	ssize_t n;
+
+	if (!f)
+		t_die("tmpfile");
+	t_fill(b, SMALL, SEED, pos);
+	t_check(fwrite(b, 1, SMALL, f) == SMALL && fflush(f) == 0, "B into the file");
+	n = sendfile(s->w, fileno(f), &(off_t){ 0 }, SMALL);
+	if (n < 0 && errno == EINVAL)
+		t_skip("sendfile() into a pipe needs Linux 5.12");
+	t_check(n == SMALL, "sendfile B: %zd (%s)", n, t_errname(errno));
+	pos += SMALL;
+	fclose(f);
+	t_close(s->w);
+	finish(s, "A, then B sent from a file");
+}
 
 /*
  * B by a non-blocking call (@way: a splice with SPLICE_F_NONBLOCK, a tee
@@ -660,6 +683,7 @@ static const struct {
 	{ "splice", sc_splice, true },
 	{ "vmsplice", sc_vmsplice, true },
 	{ "tee", sc_tee, true },
+	{ "sendfile", sc_sendfile, true },
 	{ "splice-late", sc_splice, true, true },
 	{ "vmsplice-late", sc_vmsplice, true, true },
 	{ "tee-late", sc_tee, true, true },
