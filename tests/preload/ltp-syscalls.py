@@ -8,7 +8,7 @@ Not a meson test: LTP is not a Debian package, so its tests are built from
 its sources first (docs/testing.md says how). LTP_DIR is that source tree,
 built; each directory NAME of LTP_DIR/testcases/kernel/syscalls (default:
 the pipe, splice, write and fd calls: pipe, pipe2, splice, tee, vmsplice,
-write, writev, close, close_range, dup, dup2, dup3, fcntl) has its test
+sendfile, write, writev, close, close_range, dup, dup2, dup3, fcntl) has its test
 programs run twice, taking turns: plain, then with LD_PRELOAD=LIBRARY (an
 absolute path: the tests run in their own directories) and
 each --env (PPIPE_MIN_WRITE=4097, say, to send more of their writes down
@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-DIRS = ("pipe", "pipe2", "splice", "tee", "vmsplice", "write", "writev", "close",
+DIRS = ("pipe", "pipe2", "splice", "tee", "vmsplice", "sendfile", "write", "writev", "close",
         "close_range", "dup", "dup2", "dup3", "fcntl")
 COUNTS = ("passed", "failed", "broken", "skipped", "warnings")
 SUMMARY = re.compile(r"^(" + "|".join(COUNTS) + r")\s+(\d+)\s*$", re.M)
