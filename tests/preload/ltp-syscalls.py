@@ -9,8 +9,8 @@ its sources first (docs/testing.md says how). LTP_DIR is that source tree,
 built; each directory NAME of LTP_DIR/testcases/kernel/syscalls (default:
 the pipe, splice, write and fd calls: pipe, pipe2, splice, tee, vmsplice,
 sendfile, write, writev, close, close_range, dup, dup2, dup3, fcntl) has its test
-programs run twice, taking turns: plain, then with LD_PRELOAD=LIBRARY (an
-absolute path: the tests run in their own directories) and
+programs run twice, taking turns: plain, then with LD_PRELOAD=LIBRARY
+(made absolute: the tests run in their own directories) and
 each --env (PPIPE_MIN_WRITE=4097, say, to send more of their writes down
 libppipe's path). Each run is killed after SECONDS (default 120).
 
@@ -103,12 +103,10 @@ def main():
     ap.add_argument("--skip", default="", metavar="TEST,...")
     ap.add_argument("--logs")
     args = ap.parse_args()
-    # The tests run in their own directories, and exec others there: a
-    # relative name would name nothing for them.
-    lib = args.library
-    if not os.path.isabs(lib):
-        ap.error(f"LIBRARY must be an absolute path (the tests run in their own "
-                 f"directories), not {lib!r}: \"$PWD/{lib}\", say")
+    # The tests run in their own directories, and exec others there: they
+    # are given absolute names (the library's, their own), as every driver
+    # here does.
+    lib = os.path.abspath(args.library)
     if not os.path.isfile(lib):
         ap.error(f"no library {lib}")
     extra = {}
@@ -118,8 +116,8 @@ def main():
             ap.error(f"--env wants K=V, not {item!r}")
         extra[key] = value
     skip = {s for s in args.skip.split(",") if s}
-    tests = [t for t in programs(args.ltp, [d for d in args.dirs.split(",") if d])
-             if t[1] not in skip]
+    dirs = [d for d in args.dirs.split(",") if d]
+    tests = [t for t in programs(os.path.abspath(args.ltp), dirs) if t[1] not in skip]
     if not tests:
         print("ltp-syscalls: no test programs built there (docs/testing.md)", file=sys.stderr)
         return 2
