@@ -87,44 +87,6 @@ PP_COMMON static int closing(int fd)
 	return closing_pipe(fd);
 }
 
-/*
- * What write-behind staged for @fd's pipe goes first: @bounded, only while
- * it moves (the engine's settle); else until it is in (its flush, whose
- * error is reported there and not returned). Keeps errno.
- */
-static void staged_first(int fd, bool bounded)
-{
-	int saved = errno;
-	enum pp_end end;
-	struct pp_pipe *p;
-
-	if (likely(!pp_engine_hooks()) || pp_in_vfork_child())
-		return;
-	if (fd < 0) {
-		pp_engine->flush_all();
-	} else if ((p = pp_fdt_enter(fd, &end))) {
-		if (end == PP_END_WRITE && pp_engine_holds(p)) {
-			if (bounded)
-				pp_engine->settle(p);
-			else
-				(void)pp_engine->flush(p);
-		}
-		pp_pipe_leave(p);
-	}
-	errno = saved;
-}
-
-PP_COMMON void pp_settle_write_end(int fd)
-{
-	if (fd >= 0)
-		staged_first(fd, true);
-}
-
-PP_COMMON void pp_flush_write_end(int fd)
-{
-	staged_first(fd, false);
-}
-
 #define SPLICE_FLAGS_KNOWN (SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT)
 
 /* Whether the kernel puts bytes from @in into the pipe of @out without waiting (fdops.h). */
@@ -143,24 +105,58 @@ static bool splice_nonblocking(int out, int in, unsigned int flags)
 	       !pp_sys_pipe_ino(in, &ino);
 }
 
-PP_COMMON int pp_splice_into(int out, int in, unsigned int flags)
+/* How what write-behind staged goes first: while it moves, until it is in, or as a splice. */
+enum staged_wait { STAGED_SETTLE, STAGED_FLUSH, STAGED_SPLICE };
+
+/*
+ * What write-behind staged for @fd's pipe goes first, as @how says (for
+ * STAGED_SPLICE, @in and @flags decide whether the call may wait at all).
+ * Returns the error the staged bytes met (reported, with its SIGPIPE) or
+ * -EAGAIN, else 0; STAGED_SETTLE leaves the error for the next write.
+ * Keeps errno.
+ */
+static int staged_first(int fd, enum staged_wait how, int in, unsigned int flags)
 {
 	int saved = errno, e = 0;
 	enum pp_end end;
 	struct pp_pipe *p;
 
-	/* Unknown flags: the kernel refuses the call before it looks at the pipe. */
-	if (likely(!pp_engine_hooks()) || pp_in_vfork_child() || out < 0 ||
-	    (flags & ~(unsigned int)SPLICE_FLAGS_KNOWN))
+	if (likely(!pp_engine_hooks()) || pp_in_vfork_child())
 		return 0;
-	if ((p = pp_fdt_enter(out, &end))) {
-		if (end == PP_END_WRITE && pp_engine_holds(p))
-			e = splice_nonblocking(out, in, flags) ? pp_engine->flush_nowait(p) :
-								 pp_engine->flush(p);
+	if (fd < 0) {
+		pp_engine->flush_all();
+	} else if ((p = pp_fdt_enter(fd, &end))) {
+		if (end == PP_END_WRITE && pp_engine_holds(p)) {
+			if (how == STAGED_SETTLE)
+				pp_engine->settle(p);
+			else if (how == STAGED_SPLICE && splice_nonblocking(fd, in, flags))
+				e = pp_engine->flush_nowait(p);
+			else
+				e = pp_engine->flush(p);
+		}
 		pp_pipe_leave(p);
 	}
 	errno = saved;
 	return e;
+}
+
+PP_COMMON void pp_settle_write_end(int fd)
+{
+	if (fd >= 0)
+		staged_first(fd, STAGED_SETTLE, -1, 0);
+}
+
+PP_COMMON void pp_flush_write_end(int fd)
+{
+	staged_first(fd, STAGED_FLUSH, -1, 0);
+}
+
+PP_COMMON int pp_splice_into(int out, int in, unsigned int flags)
+{
+	/* Unknown flags: the kernel refuses the call before it looks at the pipe. */
+	if (out < 0 || (flags & ~(unsigned int)SPLICE_FLAGS_KNOWN))
+		return 0;
+	return staged_first(out, STAGED_SPLICE, in, flags);
 }
 
 PP_COMMON int pp_close(int fd)
