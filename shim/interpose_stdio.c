@@ -212,25 +212,35 @@ PP_COMMON PP_EXPORT int(fclose)(FILE *f)
  * pipe's ring, and be found a switch behind libppipe's back when the
  * pipe's other ends write next: the pipe would lose its acceleration.
  */
-#define FREOPEN(name)                                                                              \
-	PP_COMMON PP_EXPORT FILE *(name)(const char *path, const char *mode, FILE *f)              \
-	{                                                                                          \
-		static void *next_;                                                                \
-		FILE *(*fn)(const char *, const char *, FILE *) =                                  \
-			(FILE * (*)(const char *, const char *, FILE *)) bind_next(&next_, #name); \
-                                                                                                   \
-		if (f) {                                                                           \
-			before_pending(f);                                                         \
-			pp_stream_closing(f);                                                      \
-		}                                                                                  \
-		if (unlikely(!fn)) {                                                               \
-			errno = ENOSYS;                                                            \
-			return NULL;                                                               \
-		}                                                                                  \
-		return fn(path, mode, f);                                                          \
+static FILE *reopen(void **next, const char *name, const char *path, const char *mode, FILE *f)
+{
+	FILE *(*fn)(const char *, const char *, FILE *) =
+		(FILE * (*)(const char *, const char *, FILE *)) bind_next(next, name);
+
+	if (f) {
+		before_pending(f);
+		pp_stream_closing(f);
 	}
-FREOPEN(freopen)
-FREOPEN(freopen64)
+	if (unlikely(!fn)) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	return fn(path, mode, f);
+}
+
+PP_COMMON PP_EXPORT FILE *(freopen)(const char *path, const char *mode, FILE *f)
+{
+	static void *next_;
+
+	return reopen(&next_, "freopen", path, mode, f);
+}
+
+PP_COMMON PP_EXPORT FILE *(freopen64)(const char *path, const char *mode, FILE *f)
+{
+	static void *next_;
+
+	return reopen(&next_, "freopen64", path, mode, f);
+}
 
 WRAP(int, fflush, (FILE * f), (f), EOF, before_pending(f))
 WRAP(int, fflush_unlocked, (FILE * f), (f), EOF, before_pending(f))
