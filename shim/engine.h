@@ -126,14 +126,16 @@ static inline bool pp_engine_holds(const struct pp_pipe *p)
 }
 
 /*
- * Before the program's fd @fd pushes into ring @r of the pipe of inode
- * @ino: true, or false when that would break the reuse rule's count (the
+ * Before the program's fd @fd (fd table epoch @epoch) pushes into ring @r
+ * of the pipe of inode @ino: true, or false when that would break the
+ * reuse rule's count (the
  * fd, or the ring's last writing fd, no longer names the pipe: a switch
  * behind libppipe's back; the caller marks the pipe unsafe). Counts its
  * checks in @c.
  */
 struct pp_ring_checks;
-bool pp_core_writer(struct pp_ring *r, int fd, uint64_t ino, struct pp_ring_checks *c);
+bool pp_core_writer(struct pp_ring *r, int fd, uint32_t epoch, uint64_t ino,
+		    struct pp_ring_checks *c);
 
 /*
  * A span (ppipe.h) of @n bytes, in place at @off of ring @r of pipe @p

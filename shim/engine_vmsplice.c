@@ -611,9 +611,9 @@ static int write_end_nonblock(struct pp_pipe *p, int fd, const char **why)
  * and the pages it pushed there are never written again. A write through
  * the same fd as the last costs a comparison.
  */
-bool pp_core_writer(struct pp_ring *r, int fd, uint64_t ino, struct pp_ring_checks *c)
+bool pp_core_writer(struct pp_ring *r, int fd, uint32_t epoch, uint64_t ino,
+		    struct pp_ring_checks *c)
 {
-	uint32_t epoch = pp_fdt_epoch(fd);
 	uint64_t now;
 
 	if (likely(r->writer_fd == fd && r->writer_epoch == epoch))
@@ -703,7 +703,7 @@ ssize_t pp_core_write(struct pp_pipe *p, int fd, const struct iovec *iov, int io
 		return fall_back(p, "ring in use: a span open, or a signal handler inside a write");
 	}
 	/* Pushes straight into the pipe through @fd (an outlet's go through its own fd). */
-	if (!op.out.st && !pp_core_writer(r, fd, pp_pipe_ino(p), &checks)) {
+	if (!op.out.st && !pp_core_writer(r, fd, op.epoch, pp_pipe_ino(p), &checks)) {
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 		op_end_outlet(&op);
 		pp_count(&p->cnt, PP_CNT_identity_checks, checks.identity);

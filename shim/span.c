@@ -137,7 +137,7 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 {
 	struct pp_ring_checks checks = { 0 };
 	struct open_span *o;
-	uint32_t capacity;
+	uint32_t capacity, epoch;
 	struct pp_ring *r;
 	size_t len;
 	long off;
@@ -154,7 +154,8 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 	if (!r || __atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE))
 		return false;
 	len = want < r->max_chunk ? want : r->max_chunk;
-	off = pp_core_writer(r, fd, pp_pipe_ino(p), &checks) ?
+	epoch = pp_fdt_epoch(fd);
+	off = pp_core_writer(r, fd, epoch, pp_pipe_ino(p), &checks) ?
 		      pp_ring_reserve(r, len, fd, -1, pp_pipe_ino(p), capacity, &checks) :
 		      -ESTALE;
 	pp_count(&p->cnt, PP_CNT_fionread_checks, checks.fionread);
@@ -179,7 +180,7 @@ static bool ring_span(struct pp_pipe *p, int fd, size_t want, struct ppipe_span 
 	span->priv.ring = r;
 	/* The ring's thread: a fork child's thread and other threads have other serials. */
 	span->priv.owner = (uintptr_t)r->owner_serial;
-	span->priv.gen = pp_fdt_epoch(fd);
+	span->priv.gen = epoch;
 	span->priv.fd = fd;
 	span->priv.kind = PP_SPAN_RING;
 	*o = (struct open_span){ .ring = r, .pipe = p, .base = (size_t)off, .end = (size_t)off };
