@@ -24,18 +24,21 @@ import subprocess
 import sys
 import tempfile
 
-STAGING = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splice-late", "vmsplice-late",
-           "tee-late", "splice-nonblock", "tee-nonblock", "small-nonblock", "stdio", "freopen",
+STAGING = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splice-late",
+           "vmsplice-late", "tee-late", "splice-nonblock", "tee-nonblock", "small-nonblock",
+           "vmsplice-nonblock", "sendfile-nonblock", "stdio", "freopen",
            "setfl", "setpipesz", "close", "dup2", "fork", "exec", "spawn", "exit", "_exit",
            "flush", "epipe", "epipe-close", "epipe-stdio", "reqresp", "threads"]
 # Scenarios that must fail when the flush points are skipped and the service is
 # slow (PPIPE_TEST_FAULT=flush,lag): whatever skips a flush then overtakes.
-SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splice-late", "vmsplice-late",
-             "tee-late", "splice-nonblock", "tee-nonblock", "small-nonblock", "stdio", "freopen",
+SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splice-late",
+             "vmsplice-late", "tee-late", "splice-nonblock", "tee-nonblock", "small-nonblock",
+             "vmsplice-nonblock", "sendfile-nonblock", "stdio", "freopen",
              "setfl", "setpipesz", "fork", "exec", "spawn", "flush", "exit", "_exit", "threads"]
 
 # Scenarios whose process must never wait for staged bytes (flush_waits 0).
-NEVER_WAITS = ["splice-nonblock", "tee-nonblock", "small-nonblock"]
+NEVER_WAITS = ["splice-nonblock", "tee-nonblock", "small-nonblock", "vmsplice-nonblock",
+               "sendfile-nonblock"]
 
 
 def run(lib, prog, scenario, statsdir, extra=None):

@@ -31,9 +31,12 @@
  *   tee-nonblock
  *              the same by tee() from a pipe whose read end is O_NONBLOCK
  *              (the kernel makes that tee non-blocking too)
- *   small-nonblock
- *              the same by a small write() once the write end was made
- *              O_NONBLOCK behind libppipe's back (a raw fcntl system call)
+ *   small-nonblock, sendfile-nonblock
+ *              the same by a small write() or a sendfile() once the write
+ *              end was made O_NONBLOCK behind libppipe's back (a raw fcntl
+ *              system call)
+ *   vmsplice-nonblock
+ *              the same by vmsplice() with SPLICE_F_NONBLOCK
  *   stdio      B goes through a stdio stream on a dup of the write end: its
  *              first half by fwrite() and fflush(), its second by fwrite()
  *              and fclose() (glibc writes both from inside libc)
@@ -210,8 +213,6 @@ static void sc_tee(struct scene *s)
 	finish(s, "A, then B teed in");
 }
 
-enum nonblocking_way { BY_SPLICE, BY_TEE, BY_WRITE };
-
 static void sc_sendfile(struct scene *s)
 {
 	static unsigned char b[SMALL];
@@ -232,43 +233,67 @@ static void sc_sendfile(struct scene *s)
 	finish(s, "A, then B sent from a file");
 }
 
+enum nonblocking_way { BY_SPLICE, BY_TEE, BY_VMSPLICE, BY_WRITE, BY_SENDFILE };
+
+/* One non-blocking try of @way to put B (in @q's pipe, in buf, or in @file) into the scene's pipe. */
+static ssize_t try_b(struct scene *s, enum nonblocking_way way, const int q[2], int file)
+{
+	struct iovec v = { buf, SMALL };
+
+	switch (way) {
+	case BY_SPLICE:
+		return splice(q[0], NULL, s->w, NULL, SMALL, SPLICE_F_NONBLOCK);
+	case BY_TEE:
+		return tee(q[0], s->w, SMALL, 0);
+	case BY_VMSPLICE:
+		return vmsplice(s->w, &v, 1, SPLICE_F_NONBLOCK);
+	case BY_WRITE:
+		return write(s->w, buf, SMALL);
+	case BY_SENDFILE:
+		return sendfile(s->w, file, &(off_t){ 0 }, SMALL);
+	}
+	return -1;
+}
+
 /*
- * B by a non-blocking call (@way: a splice with SPLICE_F_NONBLOCK, a tee
- * from a non-blocking pipe, a write() to the write end made non-blocking
- * by a raw system call): EAGAIN while A is staged, then B once A is in,
- * retried on POLLOUT as an event loop does (the pipe may show room while
- * A is still on its way).
+ * B by a non-blocking call (@way: a splice or vmsplice with
+ * SPLICE_F_NONBLOCK, a tee from a non-blocking pipe, a write() or a
+ * sendfile() to the write end made non-blocking by a raw system call):
+ * EAGAIN while A is staged, then B once A is in, retried on POLLOUT as an
+ * event loop does (the pipe may show room while A is still on its way).
  */
 static void put_b_nonblocking(struct scene *s, enum nonblocking_way way)
 {
-	static const char *const hows[] = { "splice", "tee", "write" };
+	static const char *const hows[] = { "splice", "tee", "vmsplice", "write", "sendfile" };
 	struct pollfd pfd = { .fd = s->w, .events = POLLOUT };
 	const char *how = hows[way];
 	int q[2], tries = 0;
+	FILE *file = NULL;
 	ssize_t n;
 
 	t_pipe(q, way == BY_TEE ? O_NONBLOCK : 0);
-	if (way == BY_WRITE) {
-		t_fill(buf, SMALL, SEED, pos);
+	t_fill(buf, SMALL, SEED, pos);
+	t_check(put(q[1], SMALL) == SMALL, "B into the other pipe");
+	if (way == BY_SENDFILE &&
+	    (!(file = tmpfile()) || fwrite(buf, 1, SMALL, file) != SMALL || fflush(file)))
+		t_die("B into a file");
+	if (way == BY_WRITE || way == BY_SENDFILE)
 		t_check(syscall(SYS_fcntl, s->w, F_SETFL, O_NONBLOCK) == 0, "raw F_SETFL");
-	} else {
-		t_check(put(q[1], SMALL) == SMALL, "B into the other pipe");
-	}
 	for (;; tries++) {
-		n = way == BY_TEE    ? tee(q[0], s->w, SMALL, 0) :
-		    way == BY_SPLICE ? splice(q[0], NULL, s->w, NULL, SMALL, SPLICE_F_NONBLOCK) :
-				       write(s->w, buf, SMALL);
+		n = try_b(s, way, q, file ? fileno(file) : -1);
 		if (n != -1 || errno != EAGAIN)
 			break;
 		t_check(poll(&pfd, 1, -1) == 1, "poll for POLLOUT");
 		usleep(1000);
 	}
+	if (n < 0 && errno == EINVAL && way == BY_SENDFILE)
+		t_skip("sendfile() into a pipe needs Linux 5.12");
 	t_check(tries > 0, "non-blocking %s of B with A staged: %zd, not EAGAIN", how, n);
 	t_check(n == SMALL, "non-blocking %s of B once A was in: %zd (%s)", how, n,
 		t_errname(errno));
 	t_log("%s of B: EAGAIN %d times, then %zd", how, tries, n);
-	if (way == BY_WRITE)
-		pos += SMALL;
+	if (file)
+		fclose(file);
 	t_close(q[0]);
 	t_close(q[1]);
 	t_close(s->w);
@@ -288,6 +313,16 @@ static void sc_tee_nonblock(struct scene *s)
 static void sc_small_nonblock(struct scene *s)
 {
 	put_b_nonblocking(s, BY_WRITE);
+}
+
+static void sc_vmsplice_nonblock(struct scene *s)
+{
+	put_b_nonblocking(s, BY_VMSPLICE);
+}
+
+static void sc_sendfile_nonblock(struct scene *s)
+{
+	put_b_nonblocking(s, BY_SENDFILE);
 }
 
 static void sc_stdio(struct scene *s)
@@ -690,6 +725,8 @@ static const struct {
 	{ "splice-nonblock", sc_splice_nonblock, true, true },
 	{ "tee-nonblock", sc_tee_nonblock, true, true },
 	{ "small-nonblock", sc_small_nonblock, true, true },
+	{ "vmsplice-nonblock", sc_vmsplice_nonblock, true, true },
+	{ "sendfile-nonblock", sc_sendfile_nonblock, true, true },
 	{ "stdio", sc_stdio, true },
 	{ "freopen", sc_freopen, false },
 	{ "setfl", sc_setfl, true },
