@@ -10,8 +10,9 @@
  * (fdops.h, pp_flush_write_end). Where write-behind never ran that is one
  * load and a branch, and the libc call.
  *
- * The libc definitions are looked up on first use (dlsym, RTLD_NEXT), not
- * at start-up: most processes call few of them, and start-up stays as it
+ * The libc definitions are looked up on first use (pp_real_next(), which
+ * walks the symbol tables dlsym(RTLD_NEXT) would search), not at
+ * start-up: most processes call few of them, and start-up stays as it
  * was. Calls that only touch a stream's buffer in memory (sprintf,
  * open_memstream...) and input are not here.
  *
@@ -23,8 +24,8 @@
 #include "compiler.h"
 #include "engine.h"
 #include "fdops.h"
+#include "real.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@ static void *bind_next(void **slot, const char *name)
 
 	if (likely(fn))
 		return fn;
-	fn = dlsym(RTLD_NEXT, name);
+	fn = pp_real_next(name);
 	__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
 	return fn;
 }

@@ -153,31 +153,40 @@ PP_START static int dso_find(const struct dso *d, const char *name, uint32_t h, 
 }
 
 /*
+ * The last object loaded at start, as pp_real_bind() found it. A later
+ * walk stops there: what dlopen() adds after it may be outside the global
+ * scope (RTLD_LOCAL), and the one object whose link the dynamic linker
+ * may still change is the list's tail, whose next link is never read.
+ */
+PP_HOT static const struct link_map *start_tail;
+
+/*
  * The objects after this one, as the dynamic linker loaded them: for the
  * objects loaded at start (all of them, while constructors run), the
- * order of the global scope that dlsym(RTLD_NEXT) searches. Fills what it
- * can settle into @fn (@done marks it), and stops at an object it cannot
- * search: the rest is dlsym's.
+ * order of the global scope that dlsym(RTLD_NEXT) searches; up to @last
+ * if not NULL. Fills what it can settle of the @count names into @fn
+ * (@done marks it), and stops at an object it cannot search: the rest is
+ * dlsym's.
  */
-PP_START static void walk_next(const char *const name[PP_REAL_COUNT], void *fn[PP_REAL_COUNT],
-			       bool done[PP_REAL_COUNT])
+PP_START static void walk_next(int count, const char *const name[], void *fn[], bool done[],
+			       const struct link_map *last)
 {
 	const struct link_map *m = _r_debug.r_map;
 	uint32_t hash[PP_REAL_COUNT];
-	int left = PP_REAL_COUNT;
+	int left = count;
 
 	while (m && m->l_ld != _DYNAMIC)
 		m = m->l_next;
-	if (!m)
+	if (!m || m == last)
 		return; /* not in the main namespace's list (dlmopen): dlsym knows */
-	for (int k = 0; k < PP_REAL_COUNT; k++)
+	for (int k = 0; k < count; k++)
 		hash[k] = gnu_hash(name[k]);
-	for (m = m->l_next; m && left; m = m->l_next) {
+	for (m = m->l_next; m && left; m = m == last ? NULL : m->l_next) {
 		struct dso d;
 
 		if (!dso_of(m, &d))
 			return;
-		for (int k = 0; k < PP_REAL_COUNT; k++) {
+		for (int k = 0; k < count; k++) {
 			int r;
 
 			if (done[k])
@@ -198,17 +207,21 @@ PP_START void pp_real_bind(void)
 	void *fn[PP_REAL_COUNT] = { NULL };
 	bool done[PP_REAL_COUNT] = { false };
 	const char *name[PP_REAL_COUNT];
+	const struct link_map *m;
 	const char *n = real_names;
 	int k;
 
 	if (__atomic_exchange_n(&bound, 1, __ATOMIC_ACQ_REL))
 		return;
+	for (m = _r_debug.r_map; m && m->l_next; m = m->l_next)
+		;
+	__atomic_store_n(&start_tail, m, __ATOMIC_RELEASE);
 	for (k = 0; k < PP_REAL_COUNT; k++) {
 		name[k] = n;
 		while (*n++)
 			;
 	}
-	walk_next(name, fn, done);
+	walk_next(PP_REAL_COUNT, name, fn, done, NULL);
 	for (k = 0; k < PP_REAL_COUNT; k++)
 		if (!fn[k])
 			fn[k] = dlsym(RTLD_NEXT, name[k]);
@@ -216,6 +229,19 @@ PP_START void pp_real_bind(void)
 #define PP_REAL_SET(ret, name, params) pp_real.name = (ret(*) params)fn[k++];
 	PP_REAL_FUNCS(PP_REAL_SET)
 #undef PP_REAL_SET
+}
+
+PP_START void *pp_real_next(const char *name)
+{
+	const struct link_map *last;
+	void *fn = NULL;
+	bool done = false;
+
+	pp_real_bind();
+	last = __atomic_load_n(&start_tail, __ATOMIC_ACQUIRE);
+	if (last)
+		walk_next(1, &name, &fn, &done, last);
+	return fn ? fn : dlsym(RTLD_NEXT, name);
 }
 
 /*

@@ -84,6 +84,15 @@ extern struct pp_real pp_real;
  */
 void pp_real_bind(void);
 
+/*
+ * The next definition of @name after libppipe, as dlsym(RTLD_NEXT) finds
+ * it, for names bound on first use: the same walk through the objects
+ * loaded at start, dlsym for what it cannot settle. No lock, no
+ * allocation, no system call when the walk settles it. NULL: defined
+ * nowhere.
+ */
+void *pp_real_next(const char *name);
+
 /* The bound entry @name, binding first if needed; NULL if libc lacks it. */
 #define PP_REAL(name) (pp_real.name ? pp_real.name : (pp_real_bind(), pp_real.name))
 

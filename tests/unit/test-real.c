@@ -5,7 +5,10 @@
  * pass-through library this test is linked against (it defines write,
  * read, pipe, pipe2 and close), then libc, whose names come in every
  * shape the walk must tell apart (default and hidden versions, IFUNCs
- * elsewhere in the same tables).
+ * elsewhere in the same tables). pp_real_next(), which binds a name on
+ * first use later in the process, finds the same as dlsym too, for names
+ * of both kinds and for names no object defines, and does not search an
+ * object dlopen() loaded with RTLD_LOCAL, which dlsym does not either.
  */
 #include "check.h"
 #include "real.h"
@@ -51,6 +54,49 @@ int main(void)
 		      where((void *)pp_real.write));
 		CHECK(strstr(where((void *)pp_real.dup2), "libc"), "dup2 from %s",
 		      where((void *)pp_real.dup2));
+	}
+	/* Names bound on first use: libc's stdio, the pass-through library's, none. */
+	{
+		static const char *const later[] = { "fputs",	       "__overflow",
+						     "__vfprintf_chk", "fseeko64",
+						     "freopen64",      "read",
+						     "close",	       "ppipe_no_such_function" };
+
+		for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++) {
+			void *want = dlsym(RTLD_NEXT, later[i]), *got = pp_real_next(later[i]);
+
+			CHECK(got == want, "next %s: %p (%s), dlsym says %p (%s)", later[i], got,
+			      where(got), want, where(want));
+		}
+		CHECK(!pp_real_next("ppipe_no_such_function"), "a name defined nowhere was found");
+	}
+	/*
+	 * An object loaded later is in the list the walk follows, but outside
+	 * the global scope while it is RTLD_LOCAL: neither finds its names.
+	 * Made RTLD_GLOBAL, dlsym finds them, and so does pp_real_next (through
+	 * dlsym: the walk stops at the objects loaded at start). zlib is on
+	 * every Debian system; elsewhere this part is skipped.
+	 */
+	{
+		void *z = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+
+		if (!z) {
+			fprintf(stderr, "note: no libz.so.1 (%s): dlopen part skipped\n",
+				dlerror());
+		} else {
+			void *own = dlsym(z, "zlibVersion");
+
+			CHECK(own != NULL, "libz has no zlibVersion");
+			CHECK(!dlsym(RTLD_NEXT, "zlibVersion"),
+			      "dlsym searched an RTLD_LOCAL object");
+			CHECK(!pp_real_next("zlibVersion"),
+			      "pp_real_next searched an RTLD_LOCAL object");
+			CHECK(dlopen("libz.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL) == z,
+			      "libz made global");
+			CHECK(pp_real_next("zlibVersion") == own,
+			      "zlibVersion, made global: %p, want %p", pp_real_next("zlibVersion"),
+			      own);
+		}
 	}
 	/* Binding again changes nothing. */
 	{
