@@ -4,6 +4,7 @@
 #include "compiler.h"
 #include "engine.h"
 #include "fault.h"
+#include "faultguard.h"
 #include "fdtable.h"
 #include "config.h"
 #include "log.h"
@@ -161,13 +162,90 @@ PP_COMMON void pp_exec_mark_inherited(bool any_fd)
 	pp_fdt_for_each(mark_if_inherited, &any_fd);
 }
 
+/*
+ * What an exec's caller hands it (its path and environment), read as the
+ * kernel reads it: an unreadable one is the kernel's EFAULT, and the exec
+ * is then left to it untouched (faultguard.h, pp_user_guarded).
+ */
+struct exec_args {
+	const char *path;
+	char *const *envp;
+	char **out; /* the copy of envp, without the registry's variable */
+	size_t room; /* entries out may take, its last two kept free */
+	size_t n; /* entries counted, or copied to out */
+	bool preload; /* an LD_PRELOAD= entry seen */
+	bool bad; /* a pointer no process can read */
+	char comm[16]; /* the path's basename, as the kernel names the image */
+};
+
+static void count_env(void *arg)
+{
+	struct exec_args *a = arg;
+
+	for (a->n = 0; a->envp; a->n++) {
+		if (pp_user_bad(&a->envp[a->n], sizeof(char *))) {
+			a->bad = true;
+			return;
+		}
+		if (!a->envp[a->n])
+			return;
+	}
+}
+
+static void read_comm(void *arg)
+{
+	struct exec_args *a = arg;
+
+	if (pp_user_bad(a->path, 1))
+		a->bad = true;
+	else
+		pp_comm_copy(a->comm, pp_base_name(a->path));
+}
+
+/* Copies envp's entries to out, but the registry's variable; notes LD_PRELOAD. */
+static void copy_env(void *arg)
+{
+	struct exec_args *a = arg;
+
+	for (size_t i = 0; a->envp && a->envp[i]; i++) {
+		const char *e = a->envp[i];
+
+		if (pp_user_bad(e, 1) || a->n >= a->room) {
+			a->bad = true; /* unreadable, or entries added since they were counted */
+			return;
+		}
+		if (pp_has_prefix(e, "LD_PRELOAD="))
+			a->preload = true;
+		if (!pp_has_prefix(e, REG_VAR))
+			a->out[a->n++] = (char *)e;
+		if (pp_user_bad(&a->envp[i + 1], sizeof(char *))) {
+			a->bad = true;
+			return;
+		}
+	}
+}
+
 PP_COMMON size_t pp_exec_env_slots(char *const envp[])
 {
-	size_t n = 0;
+	struct exec_args a = { .envp = envp };
 
-	while (envp && envp[n])
-		n++;
-	return n + 2;
+	if (pp_user_guarded(count_env, &a) || a.bad)
+		return 0;
+	return a.n + 2;
+}
+
+static void read_first(void *arg)
+{
+	struct exec_args *a = arg;
+
+	a->comm[0] = *a->path;
+}
+
+PP_COMMON bool pp_exec_path_empty(const char *path)
+{
+	struct exec_args a = { .path = path, .comm = "?" };
+
+	return !pp_user_bad(path, 1) && !pp_user_guarded(read_first, &a) && !a.comm[0];
 }
 
 /* Whether @s names a file whose name contains "libppipe" on a line of its own words. */
@@ -225,27 +303,29 @@ PP_COMMON void pp_exec_before_vfork(void)
  * stays), and with @any_fd its file actions may hand it any fd.
  */
 PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *const envp[],
-				char **out, bool spawn, bool any_fd)
+				char **out, size_t slots, bool spawn, bool any_fd)
 {
 	struct inherited in = { .n = 0, .any_fd = any_fd };
-	bool preload = false;
-	size_t k = 0;
+	struct exec_args a = { .path = path, .envp = envp, .out = out };
 
 	x->charge.rec = -1;
 	x->spawn = spawn;
 	/* No pipe of ours: nothing can leave with the new image. No system call. */
 	if (!pp_active() || (!pp_pipes_live() && !pp_reg_claimed_left()))
 		return (char **)envp;
+	/* An unreadable environment or path: the kernel's EFAULT, nothing leaves. */
+	if (!slots || pp_user_guarded(read_comm, &a) || a.bad)
+		return (char **)envp;
+	a.room = slots - 2;
 	/* A vfork child's were shared before the vfork (its memory is its parent's). */
 	if (!pp_in_vfork_child()) {
 		pp_fdt_learn_all();
 		pp_pipes_share_all();
 	}
-	if (find_inherited(&in) ||
-	    pp_reg_exec_begin(&x->charge, pp_base_name(path), in.slots, in.inos, in.n,
-			      spawn		  ? PP_EXEC_SPAWN_CHILD :
-			      pp_in_vfork_child() ? PP_EXEC_VFORK_CHILD :
-						    PP_EXEC_SELF)) {
+	if (find_inherited(&in) || pp_reg_exec_begin(&x->charge, a.comm, in.slots, in.inos, in.n,
+						     spawn		 ? PP_EXEC_SPAWN_CHILD :
+						     pp_in_vfork_child() ? PP_EXEC_VFORK_CHILD :
+									   PP_EXEC_SELF)) {
 		/* The new image cannot be described: what it gets turns plain. */
 		for (int i = 0; i < in.n; i++)
 			mark_slot_unsafe(in.slots[i]);
@@ -260,18 +340,16 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
 	 * it: an environment with LD_PRELOAD, or any image when libppipe is
 	 * preloaded system-wide. A program that never runs libppipe cannot
 	 * confirm anything (its pipes stay pending, plain), and should not see
-	 * our variable.
+	 * our variable. An environment that cannot be read (the exec fails
+	 * with EFAULT, and the charge is undone) or that grew since it was
+	 * counted goes as it is: the image gets no variable, and its pipes
+	 * turn plain when its claim window passes.
 	 */
-	preload = pp_exec_system_preload();
-	for (size_t i = 0; envp && envp[i]; i++) {
-		if (pp_has_prefix(envp[i], "LD_PRELOAD="))
-			preload = true;
-		if (!pp_has_prefix(envp[i], REG_VAR))
-			out[k++] = envp[i];
-	}
-	if (preload)
-		out[k++] = x->charge.env;
-	out[k] = NULL;
+	if (pp_user_guarded(copy_env, &a) || a.bad)
+		return (char **)envp;
+	if (a.preload || pp_exec_system_preload())
+		out[a.n++] = x->charge.env;
+	out[a.n] = NULL;
 	return out;
 }
 
@@ -280,20 +358,20 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
  * ends the service: deliver first.
  */
 PP_COMMON char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[],
-				 char **out)
+				 char **out, size_t slots)
 {
 	/* A vfork child's exec leaves the parent and its service in place. */
 	if (pp_engine_hooks())
 		pp_engine->exec(pp_in_vfork_child());
-	return prepare(x, path, envp, out, false, false);
+	return prepare(x, path, envp, out, slots, false, false);
 }
 
 PP_COMMON char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
-				       char **out, bool any_fd)
+				       char **out, size_t slots, bool any_fd)
 {
 	if (pp_engine_hooks())
 		pp_engine->exec(true);
-	return prepare(x, path, envp, out, true, any_fd);
+	return prepare(x, path, envp, out, slots, true, any_fd);
 }
 
 PP_COMMON void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child)

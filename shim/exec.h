@@ -25,16 +25,23 @@ struct pp_exec_ctx {
 	bool spawn; /* the image is a posix_spawn() child */
 };
 
-/* Room an environment copy needs: entries of @envp plus two. */
+/*
+ * Room an environment copy needs: entries of @envp plus two; 0 when
+ * @envp cannot be read (the exec then fails with the kernel's EFAULT).
+ */
 size_t pp_exec_env_slots(char *const envp[]);
+/* Whether @path can be read and is "" (execveat's AT_EMPTY_PATH); false if unreadable. */
+bool pp_exec_path_empty(const char *path);
 
 /*
  * Prepares an exec of a program the kernel will call @comm (the basename
  * of the path, or the fd number for fexecve). Returns the environment to
- * pass: @envp, or @out (pp_exec_env_slots(envp) entries) when the
- * registry's variable was added.
+ * pass: @envp, or @out (@slots entries, from pp_exec_env_slots(envp))
+ * when the registry's variable was added. A path or environment that
+ * cannot be read is left to the kernel as it is.
  */
-char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out);
+char **pp_exec_prepare(struct pp_exec_ctx *x, const char *path, char *const envp[], char **out,
+		       size_t slots);
 /* The exec returned (it failed): undo pp_exec_prepare. Keeps errno. */
 void pp_exec_failed(struct pp_exec_ctx *x);
 
@@ -44,7 +51,7 @@ void pp_exec_failed(struct pp_exec_ctx *x);
  * pp_exec_spawned() with the child's pid, or -1 when the spawn failed.
  */
 char **pp_exec_prepare_spawn(struct pp_exec_ctx *x, const char *path, char *const envp[],
-			     char **out, bool any_fd);
+			     char **out, size_t slots, bool any_fd);
 void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child);
 
 /*

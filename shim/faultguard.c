@@ -174,6 +174,27 @@ int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, s
 	return 0;
 }
 
+PP_COMMON int pp_user_guarded(void (*fn)(void *), void *arg)
+{
+	sigjmp_buf jb, *outer;
+
+	if (!handlers_in_place()) {
+		fn(arg);
+		return 0;
+	}
+	outer = __atomic_load_n(&tl_jmp, __ATOMIC_RELAXED);
+	if (sigsetjmp(jb, 0)) {
+		__atomic_store_n(&tl_jmp, outer, __ATOMIC_RELAXED);
+		return -EFAULT;
+	}
+	__atomic_store_n(&tl_jmp, &jb, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	fn(arg);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&tl_jmp, outer, __ATOMIC_RELAXED);
+	return 0;
+}
+
 PP_COMMON int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int slot = slot_of(sig);

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/uio.h>
 
 /* Looks up libc's sigaction (constructor: no system call). */
@@ -38,6 +39,33 @@ bool pp_faultguard_ready(void);
 int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len);
 /* The same copy without the guard (the source was checked another way). */
 void pp_copy_iov(char *dst, const struct iovec *iov, int *idx, size_t *off, size_t len);
+
+/*
+ * Reading what a caller hands a system call (an iovec array, a message
+ * header, an exec's path and environment), which the kernel answers with
+ * EFAULT when it cannot be read, where a plain read would kill the process.
+ *
+ * pp_user_bad(): whether [@p, @p + @len) is memory no process can read:
+ * the first page (below any vm.mmap_min_addr), beyond the user half, or
+ * wrapping. Check every pointer with it before following it.
+ *
+ * pp_user_guarded(): runs @fn(@arg), which must only read the caller's
+ * memory and write its own @arg, and returns 0, or -EFAULT if a read in
+ * it faulted (it stops there). Guarded where the handlers are already in
+ * place; it never installs them (they come with the first accelerated
+ * write: a process without one keeps its signal dispositions and makes no
+ * system call for this). Without them @fn runs unguarded, and only
+ * pp_user_bad()'s checks stand between a bad pointer and a crash.
+ * Async-signal-safe, and nests (a signal handler's call inside another).
+ */
+static inline bool pp_user_bad(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	return a < 4096 || a + len < a || a + len > 0x00007ffffffff000ull;
+}
+
+int pp_user_guarded(void (*fn)(void *), void *arg);
 
 int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 __sighandler_t pp_signal(int sig, __sighandler_t handler);

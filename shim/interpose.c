@@ -244,16 +244,17 @@ PP_COMMON PP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
  * Runs the real exec @call with the environment @envp as prepared for the
  * image @path will become (exec.h); undoes that if the exec returns.
  */
-#define EXEC_PREPARED(path, envp, call)                                        \
-	({                                                                     \
-		struct pp_exec_ctx x_;                                         \
-		char *const *in_ = (envp);                                     \
-		char **env_ = alloca(pp_exec_env_slots(in_) * sizeof(char *)); \
-		int r_;                                                        \
-		env_ = pp_exec_prepare(&x_, (path), in_, env_);                \
-		r_ = (call);                                                   \
-		pp_exec_failed(&x_);                                           \
-		r_;                                                            \
+#define EXEC_PREPARED(path, envp, call)                               \
+	({                                                            \
+		struct pp_exec_ctx x_;                                \
+		char *const *in_ = (envp);                            \
+		size_t n_ = pp_exec_env_slots(in_);                   \
+		char **env_ = alloca((n_ ? n_ : 1) * sizeof(char *)); \
+		int r_;                                               \
+		env_ = pp_exec_prepare(&x_, (path), in_, env_, n_);   \
+		r_ = (call);                                          \
+		pp_exec_failed(&x_);                                  \
+		r_;                                                   \
 	})
 
 PP_COMMON PP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -294,7 +295,7 @@ PP_COMMON PP_EXPORT int execveat(int dirfd, const char *path, char *const argv[]
 				 char *const envp[], int flags)
 {
 	char name[16];
-	const char *comm = *path ? path : fd_name(dirfd, name);
+	const char *comm = pp_exec_path_empty(path) ? fd_name(dirfd, name) : path;
 
 	return EXEC_PREPARED(comm, envp, CALL_REAL(execveat, dirfd, path, argv, env_, flags));
 }
@@ -348,19 +349,20 @@ PP_COMMON PP_EXPORT int execle(const char *path, const char *arg, ...)
  * posix_spawn runs its child's exec inside libc, out of our sight: the
  * parent prepares the child's record and names it once the child exists.
  */
-#define SPAWN_PREPARED(path, fa, envp, call)                                        \
-	({                                                                          \
-		struct pp_exec_ctx x_;                                              \
-		char *const *in_ = (envp);                                          \
-		char **env_ = alloca(pp_exec_env_slots(in_) * sizeof(char *));      \
-		pid_t child_ = -1;                                                  \
-		int r_;                                                             \
-		env_ = pp_exec_prepare_spawn(&x_, (path), in_, env_, (fa) != NULL); \
-		r_ = (call);                                                        \
-		pp_exec_spawned(&x_, r_ == 0 ? child_ : -1);                        \
-		if (r_ == 0 && pid)                                                 \
-			*pid = child_;                                              \
-		r_;                                                                 \
+#define SPAWN_PREPARED(path, fa, envp, call)                                            \
+	({                                                                              \
+		struct pp_exec_ctx x_;                                                  \
+		char *const *in_ = (envp);                                              \
+		size_t n_ = pp_exec_env_slots(in_);                                     \
+		char **env_ = alloca((n_ ? n_ : 1) * sizeof(char *));                   \
+		pid_t child_ = -1;                                                      \
+		int r_;                                                                 \
+		env_ = pp_exec_prepare_spawn(&x_, (path), in_, env_, n_, (fa) != NULL); \
+		r_ = (call);                                                            \
+		pp_exec_spawned(&x_, r_ == 0 ? child_ : -1);                            \
+		if (r_ == 0 && pid)                                                     \
+			*pid = child_;                                                  \
+		r_;                                                                     \
 	})
 
 PP_COMMON PP_EXPORT int posix_spawn(pid_t *pid, const char *path,

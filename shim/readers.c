@@ -2,6 +2,7 @@
 #include "readers.h"
 
 #include "exec.h"
+#include "faultguard.h"
 #include "fdtable.h"
 #include "pipe.h"
 #include "sys.h"
@@ -30,13 +31,23 @@ void pp_readers_before_splice(int fd)
 	pp_pipe_leave(p);
 }
 
-void pp_readers_before_send(const struct msghdr *msg)
+/* The fds a message hands on with SCM_RIGHTS, read as the kernel reads them. */
+struct sent_fds {
+	const struct msghdr *msg;
+	int n;
+	int fd[253]; /* the kernel's SCM_MAX_FD: a message with more is refused */
+};
+
+static void collect_sent(void *arg)
 {
+	struct sent_fds *s = arg;
+	struct msghdr m = *s->msg; /* one read of the header: what follows is walked in a copy */
 	struct cmsghdr *c;
 
-	if (!msg || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+	if (!m.msg_control || m.msg_controllen < sizeof(struct cmsghdr) ||
+	    pp_user_bad(m.msg_control, m.msg_controllen))
 		return;
-	for (c = CMSG_FIRSTHDR((struct msghdr *)msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
 		const unsigned char *data = CMSG_DATA(c);
 		size_t n;
 
@@ -44,17 +55,28 @@ void pp_readers_before_send(const struct msghdr *msg)
 		    c->cmsg_len < CMSG_LEN(0))
 			continue;
 		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < n; i++) {
-			enum pp_end end;
-			struct pp_pipe *p;
-			int fd;
+		for (size_t i = 0; i < n && s->n < (int)(sizeof(s->fd) / sizeof(s->fd[0])); i++)
+			memcpy(&s->fd[s->n++], data + i * sizeof(int), sizeof(int));
+	}
+}
 
-			memcpy(&fd, data + i * sizeof(int), sizeof(fd));
-			p = enter_any(fd, &end);
-			if (!p)
-				continue;
-			pp_pipe_mark_unsafe(p, "end sent to another process (SCM_RIGHTS)");
-			pp_pipe_leave(p);
-		}
+void pp_readers_before_send(const struct msghdr *msg)
+{
+	struct sent_fds s = { .msg = msg };
+
+	/*
+	 * A header or control buffer that cannot be read is the kernel's
+	 * EFAULT, and then nothing is sent: it is left to say so.
+	 */
+	if (!msg || pp_user_bad(msg, sizeof(*msg)) || pp_user_guarded(collect_sent, &s))
+		return;
+	for (int i = 0; i < s.n; i++) {
+		enum pp_end end;
+		struct pp_pipe *p = enter_any(s.fd[i], &end);
+
+		if (!p)
+			continue;
+		pp_pipe_mark_unsafe(p, "end sent to another process (SCM_RIGHTS)");
+		pp_pipe_leave(p);
 	}
 }

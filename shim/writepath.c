@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "exec.h"
 #include "explain.h"
+#include "faultguard.h"
 #include "fdtable.h"
 #include "pipe.h"
 #include "real.h"
@@ -247,25 +248,51 @@ PP_COMMON ssize_t pp_write(int fd, const void *buf, size_t n)
 	return write_large(fd, buf, n);
 }
 
+/* What pp_writev() learns of an iovec array, read as the kernel reads it. */
+struct iov_sum {
+	const struct iovec *iov;
+	int cnt;
+	size_t total;
+	bool plain; /* a length or a range the fast path leaves to the kernel */
+};
+
+static void sum_iov(void *arg)
+{
+	struct iov_sum *s = arg;
+
+	for (int i = 0; i < s->cnt; i++) {
+		size_t len = s->iov[i].iov_len;
+
+		/* Overflow or a length the kernel would refuse: let it say so. */
+		if (len > SSIZE_MAX - s->total || plain_range(s->iov[i].iov_base, len)) {
+			s->plain = true;
+			return;
+		}
+		s->total += len;
+	}
+}
+
 PP_COMMON ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	size_t total = 0;
+	struct iov_sum s = { .iov = iov, .cnt = iovcnt };
 
 	if (iovcnt <= 0 || iovcnt > IOV_MAX)
 		return real_writev(fd, iov, iovcnt);
-	for (int i = 0; i < iovcnt; i++) {
-		/* Overflow or a length the kernel would refuse: let it say so. */
-		if (iov[i].iov_len > SSIZE_MAX - total ||
-		    plain_range(iov[i].iov_base, iov[i].iov_len))
-			return real_writev(fd, iov, iovcnt);
-		total += iov[i].iov_len;
-	}
-	if (likely(total < pp_cfg.min_write)) {
+	/*
+	 * An fd libppipe has nothing to do with: the array is the kernel's
+	 * alone to read, and a bad one its EFAULT, not a crash of ours.
+	 */
+	if (likely(!large_may_matter(fd)))
+		return real_writev(fd, iov, iovcnt);
+	if (pp_user_bad(iov, (size_t)iovcnt * sizeof(*iov)) || pp_user_guarded(sum_iov, &s) ||
+	    s.plain)
+		return real_writev(fd, iov, iovcnt);
+	if (likely(s.total < pp_cfg.min_write)) {
 		if (likely(!pp_fdt_tracked(fd)))
 			return real_writev(fd, iov, iovcnt);
 		return writev_small(fd, iov, iovcnt);
 	}
-	if (total > PP_MAX_RW_COUNT || !large_may_matter(fd))
+	if (s.total > PP_MAX_RW_COUNT)
 		return real_writev(fd, iov, iovcnt);
-	return write_iov(fd, iov, iovcnt, total);
+	return write_iov(fd, iov, iovcnt, s.total);
 }

@@ -538,7 +538,8 @@ static void test_exec(void)
 	bool var = false;
 
 	fcntl(135, F_SETFD, 0); /* one end of it survives */
-	env = pp_exec_prepare(&x, "/bin/prog", envp, out);
+	CHECK(pp_exec_env_slots(envp) == 4, "slots: %zu", pp_exec_env_slots(envp));
+	env = pp_exec_prepare(&x, "/bin/prog", envp, out, pp_exec_env_slots(envp));
 	for (char **e = env; *e; e++)
 		var |= !strncmp(*e, "PPIPE_REGISTRY=", 15);
 	CHECK(env == out && var, "the registry's variable is passed on");
