@@ -185,7 +185,8 @@ PP_COMMON PP_EXPORT ssize_t vmsplice(int fd, const struct iovec *iov, size_t cnt
 {
 	int e;
 
-	if (cnt && (e = pp_splice_into(fd, PP_SPLICE_VMSPLICE, flags))) {
+	/* Nothing to move, or an array the kernel refuses at once: no wait for staged bytes. */
+	if (pp_iov_moves_bytes(iov, cnt) && (e = pp_splice_into(fd, PP_SPLICE_VMSPLICE, flags))) {
 		errno = -e;
 		return -1;
 	}

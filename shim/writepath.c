@@ -208,10 +208,15 @@ static inline ssize_t count_small(struct pp_pipe *p, ssize_t r)
 	return r;
 }
 
+/*
+ * A write of nothing returns 0 at once from a pipe, full or without
+ * readers (pipe_write() looks at nothing else first): it waits for no
+ * staged byte and takes no error of theirs.
+ */
 PP_COMMON static __attribute__((noinline)) ssize_t write_small(int fd, const void *buf, size_t n)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
-	int e = flush_first(p, fd);
+	int e = n ? flush_first(p, fd) : 0;
 
 	if (e)
 		return to_libc(e);
@@ -219,10 +224,10 @@ PP_COMMON static __attribute__((noinline)) ssize_t write_small(int fd, const voi
 }
 
 PP_COMMON static __attribute__((noinline)) ssize_t writev_small(int fd, const struct iovec *iov,
-								int iovcnt)
+								int iovcnt, size_t total)
 {
 	struct pp_pipe *p = pp_fdt_peek(fd);
-	int e = flush_first(p, fd);
+	int e = total ? flush_first(p, fd) : 0;
 
 	if (e)
 		return to_libc(e);
@@ -272,6 +277,17 @@ static void sum_iov(void *arg)
 	}
 }
 
+bool pp_iov_moves_bytes(const struct iovec *iov, size_t cnt)
+{
+	struct iov_sum s = { .iov = iov, .cnt = (int)cnt };
+
+	if (!cnt || cnt > IOV_MAX)
+		return false;
+	if (pp_user_bad(iov, cnt * sizeof(*iov)) || pp_user_guarded(sum_iov, &s))
+		return false;
+	return s.total || s.plain; /* an entry the fast path leaves alone may still move bytes */
+}
+
 PP_COMMON ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	struct iov_sum s = { .iov = iov, .cnt = iovcnt };
@@ -290,7 +306,7 @@ PP_COMMON ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 	if (likely(s.total < pp_cfg.min_write)) {
 		if (likely(!pp_fdt_tracked(fd)))
 			return real_writev(fd, iov, iovcnt);
-		return writev_small(fd, iov, iovcnt);
+		return writev_small(fd, iov, iovcnt, s.total);
 	}
 	if (s.total > PP_MAX_RW_COUNT)
 		return real_writev(fd, iov, iovcnt);

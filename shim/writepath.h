@@ -12,11 +12,19 @@
 
 #include "pipe.h"
 
+#include <stdbool.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
 ssize_t pp_write(int fd, const void *buf, size_t n);
 ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt);
+/*
+ * Whether vmsplice(fd, @iov, @cnt) into a pipe would move bytes (and so
+ * wait for room): false when the array's lengths add up to nothing or
+ * the kernel refuses it before it looks at the pipe (an array it cannot
+ * read, too many entries). Reads the array as the kernel does (faultguard.h).
+ */
+bool pp_iov_moves_bytes(const struct iovec *iov, size_t cnt);
 
 /*
  * The pipe a large write to @fd would take libppipe's path for, entered

@@ -26,7 +26,7 @@ import tempfile
 
 STAGING = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splice-late",
            "vmsplice-late", "tee-late", "splice-nonblock", "tee-nonblock", "small-nonblock",
-           "vmsplice-nonblock", "sendfile-nonblock", "stdio", "freopen",
+           "vmsplice-nonblock", "sendfile-nonblock", "zero", "stdio", "freopen",
            "setfl", "setpipesz", "close", "dup2", "fork", "exec", "spawn", "exit", "_exit",
            "flush", "epipe", "epipe-close", "epipe-stdio", "reqresp", "threads"]
 # Scenarios that must fail when the flush points are skipped and the service is
@@ -38,7 +38,7 @@ SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splic
 
 # Scenarios whose process must never wait for staged bytes (flush_waits 0).
 NEVER_WAITS = ["splice-nonblock", "tee-nonblock", "small-nonblock", "vmsplice-nonblock",
-               "sendfile-nonblock"]
+               "sendfile-nonblock", "zero"]
 
 
 def run(lib, prog, scenario, statsdir, extra=None):

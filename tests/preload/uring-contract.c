@@ -37,6 +37,10 @@
  *              system call)
  *   vmsplice-nonblock
  *              the same by vmsplice() with SPLICE_F_NONBLOCK
+ *   zero       write(), writev(), vmsplice(), splice() and tee() of nothing,
+ *              which a plain pipe answers with 0 at once, full or not: they
+ *              return 0 without waiting for A (the driver checks that the
+ *              process never waited), with a reader that starts late
  *   stdio      B goes through a stdio stream on a dup of the write end: its
  *              first half by fwrite() and fflush(), its second by fwrite()
  *              and fclose() (glibc writes both from inside libc)
@@ -323,6 +327,26 @@ static void sc_vmsplice_nonblock(struct scene *s)
 static void sc_sendfile_nonblock(struct scene *s)
 {
 	put_b_nonblocking(s, BY_SENDFILE);
+}
+
+static void sc_zero(struct scene *s)
+{
+	static unsigned char b[1];
+	struct iovec none[2] = { { b, 0 }, { b, 0 } };
+	int q[2];
+
+	t_pipe(q, 0);
+	t_check(write(q[1], b, 1) == 1, "a byte in the other pipe");
+	t_check(write(s->w, b, 0) == 0, "write() of nothing: %s", t_errname(errno));
+	t_check(writev(s->w, none, 2) == 0, "writev() of nothing: %s", t_errname(errno));
+	t_check(vmsplice(s->w, none, 2, 0) == 0, "vmsplice() of nothing: %s", t_errname(errno));
+	t_check(splice(q[0], NULL, s->w, NULL, 0, 0) == 0, "splice() of nothing: %s",
+		t_errname(errno));
+	t_check(tee(q[0], s->w, 0, 0) == 0, "tee() of nothing: %s", t_errname(errno));
+	t_close(q[0]);
+	t_close(q[1]);
+	t_close(s->w);
+	finish(s, "A, then nothing");
 }
 
 static void sc_stdio(struct scene *s)
@@ -727,6 +751,7 @@ static const struct {
 	{ "small-nonblock", sc_small_nonblock, true, true },
 	{ "vmsplice-nonblock", sc_vmsplice_nonblock, true, true },
 	{ "sendfile-nonblock", sc_sendfile_nonblock, true, true },
+	{ "zero", sc_zero, true, true },
 	{ "stdio", sc_stdio, true },
 	{ "freopen", sc_freopen, false },
 	{ "setfl", sc_setfl, true },
