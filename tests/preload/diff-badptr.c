@@ -3,11 +3,12 @@
  * diff-badptr: the calls libppipe interposes that read what the caller
  * hands them (writev()'s iovec array, sendmsg()'s header and control
  * data, an exec's path and environment, execveat()'s path, posix_spawn()'s
- * environment), given memory that cannot be read. The kernel answers
- * EFAULT; libppipe must read nothing the kernel would refuse, and never
- * kill a process the kernel answers. Each call runs in a fork child, so a
- * crash is a line of the transcript, in a process that holds a pipe of
- * its own (what makes libppipe look at these calls at all):
+ * environment, an exec from a vfork() child), given memory that cannot
+ * be read. The kernel answers EFAULT; libppipe must read nothing the
+ * kernel would refuse, and never kill a process the kernel answers. Each
+ * call runs in a fork child, so a crash is a line of the transcript, in a
+ * process that holds a pipe of its own (what makes libppipe look at these
+ * calls at all):
  *   - first before any large write, when libppipe's fault handler is not
  *     in place yet: pointers into the first page and the kernel's half,
  *     which no process can read;
@@ -96,6 +97,28 @@ static long try_spawn_envp(void)
 	return -1;
 }
 
+/* As Python's subprocess execs: from a vfork() child, on the parent's memory. */
+static long try_vfork_execve_envp(void)
+{
+	static volatile int err;
+	int status;
+	pid_t c;
+
+	err = 0;
+	c = vfork();
+	if (c == 0) {
+		execve("/bin/true", argv_true, (char *const *)bad);
+		err = errno;
+		_exit(127);
+	}
+	if (c < 0 || waitpid(c, &status, 0) != c)
+		t_die("vfork");
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 127)
+		t_log("the vfork child: %s", t_status(status));
+	errno = err;
+	return err ? -1 : 0;
+}
+
 static const struct {
 	const char *name;
 	long (*call)(void);
@@ -109,6 +132,7 @@ static const struct {
 	{ "execve(bad path)", try_execve_path },
 	{ "execveat(bad path)", try_execveat_path },
 	{ "posix_spawn(bad envp)", try_spawn_envp },
+	{ "vfork, execve(bad envp)", try_vfork_execve_envp },
 };
 
 /* Every call, each in a child, with @p as the bad pointer. */
