@@ -103,7 +103,7 @@ PP_EXPORT int ppipe_flush(int fd)
 
 		if (p) {
 			if (end == PP_END_WRITE && pp_engine_holds(p))
-				e = pp_engine->flush(p);
+				e = pp_engine->flush(p, false);
 			pp_pipe_leave(p);
 		}
 		if (e) {

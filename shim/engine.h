@@ -57,9 +57,14 @@ struct pp_engine_ops {
 	 * Anything else is about to reach @p from this process (a small or
 	 * declined write, splice/tee/vmsplice into it): what the engine holds
 	 * goes first. Returns the error a plain write would have met there
-	 * (-errno, reported once, with its SIGPIPE), or 0.
+	 * (-errno, reported once, with its SIGPIPE), or 0. With @signals the
+	 * caller is a call a plain pipe full of the held bytes would block
+	 * in, which a signal handler without SA_RESTART ends: -EINTR when a
+	 * handler ran during the wait and the application has one without
+	 * SA_RESTART (which signal it was cannot be told); without, the
+	 * wait goes on through signals (stdio, ppipe_flush()).
 	 */
-	int (*flush)(struct pp_pipe *p);
+	int (*flush)(struct pp_pipe *p, bool signals);
 	/*
 	 * A non-blocking write, splice, tee or vmsplice into @p: flush without a
 	 * wait. Moves on what the pipe takes now; returns 0 when the engine

@@ -927,6 +927,13 @@ static ssize_t vmsplice_write(struct pp_pipe *p, int fd, const struct iovec *iov
 	return pp_core_write(p, fd, iov, iovcnt, total, NULL);
 }
 
+static int flush_nothing(struct pp_pipe *p, bool signals)
+{
+	(void)p;
+	(void)signals;
+	return 0;
+}
+
 static int holds_nothing(struct pp_pipe *p)
 {
 	(void)p;
@@ -969,7 +976,7 @@ static const char *no_state(void)
 const struct pp_engine_ops pp_engine_vmsplice = {
 	.name = "vmsplice",
 	.write = vmsplice_write,
-	.flush = holds_nothing,
+	.flush = flush_nothing,
 	.flush_nowait = holds_nothing,
 	.take_error = holds_nothing,
 	.settle = settle_nothing,

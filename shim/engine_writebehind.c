@@ -13,6 +13,7 @@
 #include "compiler.h"
 #include "config.h"
 #include "fault.h"
+#include "faultguard.h"
 #include "fdtable.h"
 #include "log.h"
 #include "pipe.h"
@@ -177,7 +178,7 @@ static const char *stage_open(struct pp_stage *st, struct pp_pipe *p, int fd)
 	return NULL;
 }
 
-static int stage_drain(struct pp_stage *st);
+static int stage_drain(struct pp_stage *st, bool signals);
 static long help_move(struct pp_stage *st);
 
 /*
@@ -231,7 +232,7 @@ static struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 		__atomic_store_n(&pp_engine_live, 1, __ATOMIC_RELEASE);
 	/* A retired stage of the pipe first delivers what it holds: order. */
 	if ((st = stage_any(old))) {
-		stage_drain(st);
+		stage_drain(st, false);
 		pp_stage_put(st);
 	}
 	if (__atomic_exchange_n(&alloc_lock, 1, __ATOMIC_ACQUIRE))
@@ -293,15 +294,20 @@ static struct pp_stage *pp_stage_get(struct pp_pipe *p, int fd)
 	return stage_of(p);
 }
 
-/* Sleeps until @st's bytes move past @seq (or 10 ms pass), registered as a waiter. */
-static void wait_seq(struct pp_stage *st, uint32_t seq)
+/*
+ * Sleeps until @st's bytes move past @seq (or 10 ms pass), registered as
+ * a waiter. Returns whether a signal handler ran meanwhile.
+ */
+static bool wait_seq(struct pp_stage *st, uint32_t seq)
 {
 	struct timespec slice = { 0, 10000000 };
+	long r = 0;
 
 	__atomic_add_fetch(&st->flushers, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&st->moved, __ATOMIC_SEQ_CST) == seq)
-		syscall(SYS_futex, &st->moved, FUTEX_WAIT_PRIVATE, seq, &slice, NULL, 0);
+		r = syscall(SYS_futex, &st->moved, FUTEX_WAIT_PRIVATE, seq, &slice, NULL, 0);
 	__atomic_sub_fetch(&st->flushers, 1, __ATOMIC_SEQ_CST);
+	return r < 0 && errno == EINTR;
 }
 
 static uint64_t mono_ns(void)
@@ -316,9 +322,12 @@ static uint64_t mono_ns(void)
  * Waits until every byte staged in @st before the call has left S. With
  * @stall_ns, gives up once they have not moved for that long (the pipe
  * is full and nobody reads it: the caller must not wait for a reader
- * that may only start after it returns). Returns whether they all left.
+ * that may only start after it returns). With @signals, a signal handler
+ * that runs meanwhile ends the wait when the application has one without
+ * SA_RESTART (engine.h, flush). Returns 1 when they all left, 0 when it
+ * gave up, -EINTR.
  */
-static bool wait_moved(struct pp_stage *st, uint64_t stall_ns)
+static int wait_moved(struct pp_stage *st, uint64_t stall_ns, bool signals)
 {
 	uint64_t target = __atomic_load_n(&st->in, __ATOMIC_ACQUIRE);
 	uint64_t seen = __atomic_load_n(&st->out, __ATOMIC_ACQUIRE), since = 0;
@@ -344,8 +353,11 @@ static bool wait_moved(struct pp_stage *st, uint64_t stall_ns)
 				break;
 		}
 		pp_uring_kick();
-		if (__atomic_load_n(&st->out, __ATOMIC_ACQUIRE) == seen)
-			wait_seq(st, seq);
+		if (__atomic_load_n(&st->out, __ATOMIC_ACQUIRE) == seen && wait_seq(st, seq) &&
+		    signals && pp_signals_interrupt()) {
+			errno = saved;
+			return -EINTR;
+		}
 		{
 			uint64_t out = __atomic_load_n(&st->out, __ATOMIC_ACQUIRE);
 
@@ -358,10 +370,11 @@ static bool wait_moved(struct pp_stage *st, uint64_t stall_ns)
 	return seen >= target;
 }
 
-/* Waits for the staged bytes, then takes the deferred error. */
-static int stage_drain(struct pp_stage *st)
+/* Waits for the staged bytes, then takes the deferred error; -EINTR leaves it. */
+static int stage_drain(struct pp_stage *st, bool signals)
 {
-	wait_moved(st, 0);
+	if (wait_moved(st, 0, signals) < 0)
+		return -EINTR;
 	return __atomic_exchange_n(&st->err, 0, __ATOMIC_ACQ_REL);
 }
 
@@ -395,7 +408,7 @@ static void pp_stage_wait(struct pp_pipe *p)
 
 	if (!p || !(st = stage_any(__atomic_load_n(&p->engine_word, __ATOMIC_ACQUIRE))))
 		return;
-	wait_moved(st, PP_STAGE_STALL_NS);
+	wait_moved(st, PP_STAGE_STALL_NS, false);
 	pp_stage_put(st);
 }
 
@@ -415,18 +428,19 @@ static int pp_stage_take_error(struct pp_pipe *p)
 /*
  * Before anything else reaches @p's target from this process: waits until
  * every byte staged so far has left S. Returns the deferred error (-errno,
- * taken: reported once, with SIGPIPE for EPIPE) or 0.
+ * taken: reported once, with SIGPIPE for EPIPE), -EINTR (@signals: engine.h)
+ * or 0.
  */
-static int pp_stage_flush(struct pp_pipe *p)
+static int pp_stage_flush(struct pp_pipe *p, bool signals)
 {
 	struct pp_stage *st;
 	int e;
 
 	if (!p || !(st = stage_any(__atomic_load_n(&p->engine_word, __ATOMIC_ACQUIRE))))
 		return 0;
-	e = stage_drain(st);
+	e = stage_drain(st, signals);
 	pp_stage_put(st);
-	return report(e);
+	return e == -EINTR ? e : report(e);
 }
 
 /*
@@ -511,7 +525,7 @@ PP_COMMON static void pp_stages_flush_all(bool bounded)
 							   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			continue;
 		/* An error found now has no write left to report it: it stays pending. */
-		wait_moved(st, bounded ? PP_STAGE_STALL_NS : 0);
+		wait_moved(st, bounded ? PP_STAGE_STALL_NS : 0, false);
 		pp_stage_put(st);
 	}
 }
@@ -561,7 +575,7 @@ static bool pp_stage_fds_closing(unsigned int lo, unsigned int hi)
 			pp_stage_put(st);
 		while (!pp_stage_try_reap(st) &&
 		       __atomic_load_n(&st->state, __ATOMIC_ACQUIRE) != PP_STAGE_FREE) {
-			wait_moved(st, 0);
+			wait_moved(st, 0, false);
 			sched_yield(); /* delivered: the last writers are leaving */
 		}
 	}
@@ -673,7 +687,7 @@ static long wb_begin(struct pp_outlet *o, struct pp_pipe *p, int fd)
 	o->p = p;
 	o->st = NULL;
 	if (!st)
-		return pp_stage_flush(p);
+		return pp_stage_flush(p, false);
 	/*
 	 * The stage holds the pipe the fd named when it was made: the fd
 	 * must still name it (a raw dup3 over it is not seen).

@@ -19,6 +19,8 @@ PP_HOT static int installed; /* enum pp_once: the handlers are in place */
 static struct sigaction app_act[2];
 static int app_lock;
 static __thread sigjmp_buf *tl_jmp __attribute__((tls_model("initial-exec")));
+/* Signals whose handler, as the application installed it, runs without SA_RESTART (bit sig - 1). */
+static uint64_t norestart;
 
 static int slot_of(int sig)
 {
@@ -195,6 +197,27 @@ PP_COMMON int pp_user_guarded(void (*fn)(void *), void *arg)
 	return 0;
 }
 
+/* @act is now @sig's disposition: a handler without SA_RESTART, or not. */
+static void note_restart(int sig, const struct sigaction *act)
+{
+	uint64_t bit;
+
+	if (sig < 1 || sig > 64)
+		return;
+	bit = 1ull << (sig - 1);
+	if (((act->sa_flags & SA_SIGINFO) ||
+	     (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)) &&
+	    !(act->sa_flags & SA_RESTART))
+		__atomic_or_fetch(&norestart, bit, __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&norestart, ~bit, __ATOMIC_RELAXED);
+}
+
+PP_COMMON bool pp_signals_interrupt(void)
+{
+	return __atomic_load_n(&norestart, __ATOMIC_RELAXED) != 0;
+}
+
 PP_COMMON int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int slot = slot_of(sig);
@@ -205,8 +228,12 @@ PP_COMMON int pp_sigaction(int sig, const struct sigaction *act, struct sigactio
 	pp_faultguard_bind();
 	if (!real_sigaction)
 		return errno = ENOSYS, -1;
-	if (slot < 0)
-		return real_sigaction(sig, act, old);
+	if (slot < 0) {
+		r = real_sigaction(sig, act, old);
+		if (!r && act)
+			note_restart(sig, act);
+		return r;
+	}
 	/* Recorded once our handler is in place; until then, the kernel's own. */
 	lock_app(&saved);
 	if (handlers_in_place()) {
@@ -218,6 +245,8 @@ PP_COMMON int pp_sigaction(int sig, const struct sigaction *act, struct sigactio
 		r = real_sigaction(sig, act, old);
 	}
 	unlock_app(&saved);
+	if (!r && act)
+		note_restart(sig, act);
 	return r;
 }
 

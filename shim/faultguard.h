@@ -68,6 +68,13 @@ static inline bool pp_user_bad(const void *p, size_t len)
 int pp_user_guarded(void (*fn)(void *), void *arg);
 
 int pp_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/*
+ * Whether the application has a signal handler that runs without
+ * SA_RESTART (as installed through sigaction() or signal(): the raw
+ * system call is not seen). A system call blocked on a full pipe fails
+ * with EINTR when such a handler runs; with SA_RESTART it goes on.
+ */
+bool pp_signals_interrupt(void);
 __sighandler_t pp_signal(int sig, __sighandler_t handler);
 
 #endif

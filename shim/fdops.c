@@ -132,7 +132,7 @@ static int staged_first(int fd, enum staged_wait how, int in, unsigned int flags
 			else if (how == STAGED_SPLICE && splice_nonblocking(fd, in, flags))
 				e = pp_engine->flush_nowait(p);
 			else
-				e = pp_engine->flush(p);
+				e = pp_engine->flush(p, how == STAGED_SPLICE);
 		}
 		pp_pipe_leave(p);
 	}

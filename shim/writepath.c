@@ -58,7 +58,7 @@ static __attribute__((noinline)) int flush_held(struct pp_pipe *p, int fd)
 
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		return pp_engine->flush_nowait(p);
-	return pp_engine->flush(p);
+	return pp_engine->flush(p, true);
 }
 
 /*

@@ -26,15 +26,16 @@ import tempfile
 
 STAGING = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splice-late",
            "vmsplice-late", "tee-late", "splice-nonblock", "tee-nonblock", "small-nonblock",
-           "vmsplice-nonblock", "sendfile-nonblock", "zero", "stdio", "freopen",
-           "setfl", "setpipesz", "close", "dup2", "fork", "exec", "spawn", "exit", "_exit",
-           "flush", "epipe", "epipe-close", "epipe-stdio", "reqresp", "threads"]
+           "vmsplice-nonblock", "sendfile-nonblock", "small-eintr", "small-restart", "zero",
+           "stdio", "freopen", "setfl", "setpipesz", "close", "dup2", "fork", "exec", "spawn",
+           "exit", "_exit", "flush", "epipe", "epipe-close", "epipe-stdio", "reqresp", "threads"]
 # Scenarios that must fail when the flush points are skipped and the service is
 # slow (PPIPE_TEST_FAULT=flush,lag): whatever skips a flush then overtakes.
 SENSITIVE = ["small", "otherfd", "splice", "vmsplice", "tee", "sendfile", "splice-late",
              "vmsplice-late", "tee-late", "splice-nonblock", "tee-nonblock", "small-nonblock",
-             "vmsplice-nonblock", "sendfile-nonblock", "stdio", "freopen",
-             "setfl", "setpipesz", "fork", "exec", "spawn", "flush", "exit", "_exit", "threads"]
+             "vmsplice-nonblock", "sendfile-nonblock", "small-eintr", "small-restart",
+             "stdio", "freopen", "setfl", "setpipesz", "fork", "exec", "spawn", "flush", "exit",
+             "_exit", "threads"]
 
 # Scenarios whose process must never wait for staged bytes (flush_waits 0).
 NEVER_WAITS = ["splice-nonblock", "tee-nonblock", "small-nonblock", "vmsplice-nonblock",

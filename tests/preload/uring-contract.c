@@ -37,6 +37,13 @@
  *              system call)
  *   vmsplice-nonblock
  *              the same by vmsplice() with SPLICE_F_NONBLOCK
+ *   small-eintr
+ *              B is a small write() that a SIGALRM handler without
+ *              SA_RESTART interrupts while A is staged: -1 EINTR, as from a
+ *              plain pipe still full of A; then B again, after A
+ *   small-restart
+ *              the same with SA_RESTART: the write goes on and returns B's
+ *              count once A is in
  *   zero       write(), writev(), vmsplice(), splice() and tee() of nothing,
  *              which a plain pipe answers with 0 at once, full or not: they
  *              return 0 without waiting for A (the driver checks that the
@@ -90,6 +97,7 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -327,6 +335,48 @@ static void sc_vmsplice_nonblock(struct scene *s)
 static void sc_sendfile_nonblock(struct scene *s)
 {
 	put_b_nonblocking(s, BY_SENDFILE);
+}
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/* B by a small write() that SIGALRM comes into, 200 ms in: A waits for the late reader. */
+static void small_under_alarm(struct scene *s, bool restart)
+{
+	struct itimerval once = { .it_value = { 0, 200000 } };
+	ssize_t r;
+
+	t_sigaction(SIGALRM, on_alarm, restart);
+	if (setitimer(ITIMER_REAL, &once, NULL))
+		t_die("setitimer");
+	t_fill(buf, SMALL, SEED, pos);
+	r = write(s->w, buf, SMALL);
+	if (restart) {
+		t_check(r == SMALL, "B, restarted: %s", t_res(r, errno));
+		if (r == SMALL)
+			pos += SMALL;
+	} else {
+		t_check(r < 0 && errno == EINTR, "B, interrupted: %s, want EINTR", t_res(r, errno));
+		t_check(put(s->w, SMALL) == SMALL, "B again");
+	}
+	t_check(alarms == 1, "the handler ran %d times, want once", (int)alarms);
+	t_close(s->w);
+	finish(s, "A, then the small write B");
+}
+
+static void sc_small_eintr(struct scene *s)
+{
+	small_under_alarm(s, false);
+}
+
+static void sc_small_restart(struct scene *s)
+{
+	small_under_alarm(s, true);
 }
 
 static void sc_zero(struct scene *s)
@@ -751,6 +801,8 @@ static const struct {
 	{ "small-nonblock", sc_small_nonblock, true, true },
 	{ "vmsplice-nonblock", sc_vmsplice_nonblock, true, true },
 	{ "sendfile-nonblock", sc_sendfile_nonblock, true, true },
+	{ "small-eintr", sc_small_eintr, true, true },
+	{ "small-restart", sc_small_restart, true, true },
 	{ "zero", sc_zero, true, true },
 	{ "stdio", sc_stdio, true },
 	{ "freopen", sc_freopen, false },
