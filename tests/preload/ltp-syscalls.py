@@ -95,7 +95,7 @@ def vmspliced(stats_dir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("library")
+    ap.add_argument("preload", metavar="LIBRARY")
     ap.add_argument("ltp")
     ap.add_argument("--dirs", default=",".join(DIRS))
     ap.add_argument("--env", action="append", default=[], metavar="K=V")
@@ -106,7 +106,7 @@ def main():
     # The tests run in their own directories, and exec others there: they
     # are given absolute names (the library's, their own), as every driver
     # here does.
-    lib = os.path.abspath(args.library)
+    lib = os.path.abspath(args.preload)
     if not os.path.isfile(lib):
         ap.error(f"no library {lib}")
     extra = {}
