@@ -48,15 +48,7 @@ int main(void)
 	r = write(d, buf, STRAY);
 	t_check(r == STRAY, "write to the second pipe: %zd", r);
 	/* The first pipe again, through p[1]: many times its capacity. */
-	for (int i = 0; i < ROUNDS; i++, pos += CHUNK) {
-		t_fill(buf, CHUNK, 21, pos);
-		r = write(p[1], buf, CHUNK);
-		if (r != CHUNK) {
-			t_log("write to the first pipe at %llu -> %s", (unsigned long long)pos,
-			      t_res(r, errno));
-			break;
-		}
-	}
+	pos = t_write_stream(p[1], buf, CHUNK, 21, pos, pos + ROUNDS * CHUNK, "the first pipe");
 	t_close(p[1]);
 	t_reader_finish(&rd, "first pipe", pos);
 	t_close(d);

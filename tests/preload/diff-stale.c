@@ -44,15 +44,7 @@ int main(void)
 	t_close(q[1]);
 	t_reader_start(&rd, q[0], CHUNK, 12, 0, 0);
 	t_close(q[0]);
-	for (pos = 0; pos < SECOND; pos += CHUNK) {
-		t_fill(buf, CHUNK, 12, pos);
-		r = write(p[1], buf, CHUNK);
-		if (r != CHUNK) {
-			t_log("write to the second pipe at %llu -> %s", (unsigned long long)pos,
-			      t_res(r, errno));
-			break;
-		}
-	}
+	pos = t_write_stream(p[1], buf, CHUNK, 12, 0, SECOND, "the second pipe");
 	t_log("wrote %llu bytes to the second pipe", (unsigned long long)pos);
 	t_close(p[1]);
 	t_reader_finish(&rd, "second pipe", pos);

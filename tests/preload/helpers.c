@@ -362,6 +362,23 @@ ssize_t t_write_all_by(ssize_t (*put)(int, const void *, size_t), int fd, const 
 	return (ssize_t)done;
 }
 
+uint64_t t_write_stream(int fd, void *buf, size_t chunk, uint64_t seed, uint64_t pos, uint64_t end,
+			const char *what)
+{
+	for (; pos < end; pos += chunk) {
+		ssize_t r;
+
+		t_fill(buf, chunk, seed, pos);
+		r = write(fd, buf, chunk);
+		if (r != (ssize_t)chunk) {
+			t_log("write to %s at %llu -> %s", what, (unsigned long long)pos,
+			      t_res(r, errno));
+			break;
+		}
+	}
+	return pos;
+}
+
 ssize_t t_read_full(int fd, void *buf, size_t len)
 {
 	unsigned char *p = buf;

@@ -122,6 +122,13 @@ ssize_t t_write_all(int fd, const void *buf, size_t len);
 /* The same, each write made by @put (the API mode's writes: api-write.h). */
 ssize_t t_write_all_by(ssize_t (*put)(int, const void *, size_t), int fd, const void *buf,
 		       size_t len);
+/*
+ * Writes the pattern stream of @seed from @pos up to @end into @fd, in
+ * write()s of @chunk bytes made in @buf; logs the first that falls short
+ * ("write to @what at POS -> RESULT"). Returns where the stream stopped.
+ */
+uint64_t t_write_stream(int fd, void *buf, size_t chunk, uint64_t seed, uint64_t pos, uint64_t end,
+			const char *what);
 /* Reads exactly @len bytes unless EOF comes first; returns bytes or -errno. */
 ssize_t t_read_full(int fd, void *buf, size_t len);
 /* Reads and discards until EAGAIN or EOF (the fd is made non-blocking meanwhile). */
