@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -62,6 +63,7 @@ static const char *const produce_names[] = { "prepared", "copy", "api" };
 struct options {
 	int procs;
 	int memcpy; /* --mode memcpy: the single-thread copy bandwidth, for reference */
+	int ring; /* --mode ring: two threads' copy in and copy out, no kernel: the ceiling */
 	unsigned int writers, readers;
 	uint64_t size, read_size, pipe_size;
 	double duration;
@@ -906,6 +908,116 @@ static int run_memcpy(const struct options *o)
 	return 0;
 }
 
+/*
+ * --mode ring: what any transport that copies a block in and a block out
+ * can reach between two threads of this machine, with no kernel and no
+ * lock on the way. A writer thread copies @size bytes into a slot of a
+ * shared ring of 2 MiB (or two slots, if larger), huge-page backed, as
+ * libppipe's ring for a 1 MiB pipe is; a reader thread copies them out of
+ * it into its own buffer; two sequence numbers hand the slots over. libppipe's write copies a block in and the
+ * reader's read() copies it out, so its MB/s over this ceiling is the share
+ * of the machine the kernel's pipe leaves it.
+ */
+struct ring_run {
+	const struct options *o;
+	unsigned char *slots;
+	uint64_t nslots;
+	_Alignas(64) atomic_uint_fast64_t filled; /* blocks the writer has copied in */
+	_Alignas(64) atomic_uint_fast64_t drained; /* blocks the reader has copied out */
+	_Alignas(64) atomic_int stop;
+};
+
+/* Spin for the other side, yielding now and then in case both share a cpu. */
+static int ring_wait(struct ring_run *rr, atomic_uint_fast64_t *seq, uint64_t until)
+{
+	unsigned int spins = 0;
+
+	while (atomic_load_explicit(seq, memory_order_acquire) < until) {
+		if (atomic_load_explicit(&rr->stop, memory_order_relaxed))
+			return -1;
+		if (++spins % 4096 == 0)
+			sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+	return 0;
+}
+
+static void *ring_writer(void *arg)
+{
+	struct ring_run *rr = arg;
+	uint64_t size = rr->o->size, i;
+	unsigned char *src = alloc_buffer(size);
+
+	if (!src)
+		die_env("malloc", ENOMEM);
+	cli_pin_one("ppipe-bench", rr->o->cpus_w, rr->o->ncpus_w, 0);
+	for (i = 0; !ring_wait(rr, &rr->drained, i < rr->nslots ? 0 : i - rr->nslots + 1); i++) {
+		memcpy(rr->slots + (i % rr->nslots) * size, src, size);
+		atomic_store_explicit(&rr->filled, i + 1, memory_order_release);
+	}
+	free(src);
+	return NULL;
+}
+
+static void *ring_reader(void *arg)
+{
+	struct ring_run *rr = arg;
+	uint64_t size = rr->o->size, i;
+	unsigned char *dst = alloc_buffer(size);
+
+	if (!dst)
+		die_env("malloc", ENOMEM);
+	cli_pin_one("ppipe-bench", rr->o->cpus_r, rr->o->ncpus_r, 0);
+	for (i = 0; !ring_wait(rr, &rr->filled, i + 1); i++) {
+		memcpy(dst, rr->slots + (i % rr->nslots) * size, size);
+		__asm__ volatile("" : : "r"(dst) : "memory");
+		atomic_store_explicit(&rr->drained, i + 1, memory_order_release);
+	}
+	free(dst);
+	return NULL;
+}
+
+static int run_ring(const struct options *o)
+{
+	size_t huge = 2u << 20;
+	struct ring_run rr = { .o = o, .nslots = o->size * 2 >= huge ? 2 : huge / o->size };
+	size_t len = (size_t)(o->size * rr.nslots), map = (len + 2 * huge - 1) & ~(huge - 1);
+	uint64_t start, end, blocks;
+	unsigned char *m;
+	pthread_t w, r;
+	int err;
+
+	m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		die_env("mmap", errno);
+	rr.slots = (unsigned char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+	(void)madvise(rr.slots, len, MADV_HUGEPAGE); /* as libppipe's rings may have them */
+	memset(rr.slots, 'x', len);
+	if ((err = pthread_create(&r, NULL, ring_reader, &rr)))
+		die_env("pthread_create", err);
+	if ((err = pthread_create(&w, NULL, ring_writer, &rr)))
+		die_env("pthread_create", err);
+	/* The threads' start and first laps are not counted: 50 ms of warm-up. */
+	usleep(50000);
+	blocks = atomic_load_explicit(&rr.drained, memory_order_acquire);
+	start = now_ns();
+	usleep((useconds_t)(o->duration * 1e6));
+	blocks = atomic_load_explicit(&rr.drained, memory_order_acquire) - blocks;
+	end = now_ns();
+	atomic_store(&rr.stop, 1);
+	pthread_join(w, NULL);
+	pthread_join(r, NULL);
+	munmap(m, map);
+	printf(o->json ? "{\"tool\":\"ppipe-bench\",\"version\":\"%s\",\"mode\":\"ring\","
+			 "\"size\":%" PRIu64 ",\"mbps\":%.3f}\n" :
+			 "ppipe-bench %s ring size=%" PRIu64 " throughput_MBps: %.2f\n",
+	       PPIPE_VERSION, o->size,
+	       (double)blocks * (double)o->size / ((double)(end - start) / 1e9) / 1048576.0);
+	return 0;
+}
+
 /* ---- command line ---- */
 
 static void usage(FILE *f)
@@ -914,6 +1026,9 @@ static void usage(FILE *f)
 		"usage: ppipe-bench [options]\n"
 		"  --mode threads|procs    writers and readers as threads or processes (threads)\n"
 		"  --mode memcpy           instead: one thread's memcpy bandwidth at --size\n"
+		"  --mode ring             instead: a writer thread copying --size blocks into\n"
+		"                          a shared ring and a reader thread copying them out,\n"
+		"                          no kernel: the ceiling of a copy in and a copy out\n"
 		"  -w, --writers N         writer count (1)\n"
 		"  -r, --readers N         reader count (1)\n"
 		"  -s, --size BYTES        bytes per write(), K/M/G suffixes are binary (64K)\n"
@@ -1022,8 +1137,11 @@ static void parse_args(int argc, char **argv, struct options *o)
 				o->procs = !strcmp(optarg, "procs");
 			else if (!strcmp(optarg, "memcpy"))
 				o->memcpy = 1;
+			else if (!strcmp(optarg, "ring"))
+				o->ring = 1;
 			else
-				die_usage("--mode: '%s' is not threads, procs or memcpy", optarg);
+				die_usage("--mode: '%s' is not threads, procs, memcpy or ring",
+					  optarg);
 			break;
 		case 'w':
 			o->writers = parse_count("--writers", optarg, MAX_TASKS);
@@ -1132,10 +1250,12 @@ static void parse_args(int argc, char **argv, struct options *o)
 		die_usage("unexpected argument '%s'", argv[optind]);
 	if (!o->read_size)
 		o->read_size = o->size;
-	if (o->memcpy && o->work_ns)
-		die_usage("--work applies to --mode threads and procs, not memcpy");
-	if (o->memcpy && o->produce != PRODUCE_PREPARED)
-		die_usage("--produce applies to --mode threads and procs, not memcpy");
+	if ((o->memcpy || o->ring) && o->work_ns)
+		die_usage("--work applies to --mode threads and procs, not %s",
+			  o->memcpy ? "memcpy" : "ring");
+	if ((o->memcpy || o->ring) && o->produce != PRODUCE_PREPARED)
+		die_usage("--produce applies to --mode threads and procs, not %s",
+			  o->memcpy ? "memcpy" : "ring");
 	if (o->work_ns && o->produce != PRODUCE_PREPARED)
 		die_usage("--work applies to --produce prepared: copy and api generate every block "
 			  "themselves");
@@ -1207,6 +1327,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (opt.memcpy)
 		return run_memcpy(&opt);
+	if (opt.ring)
+		return run_ring(&opt);
 
 	cli_find_preloads(&pl, getenv("LD_PRELOAD"), opt.expect_preload);
 	if (opt.expect_preload && !pl.mapped[pl.n - 1]) {

@@ -6,7 +6,8 @@ built from the arguments: mbps = 1000 + size/1000 + writers*10, multiplied
 by FAKE_BENCH_SHIM_FACTOR (default 1.0) and PPIPE_FAKE_FACTOR (default 1.0)
 when LD_PRELOAD is set. --work NS adds NS to the time of every write
 outside write(): mbps falls and write_time_share is write time / both.
---mode memcpy prints FAKE_BENCH_MEMCPY_MBPS (12500: 64 KiB in 5000 ns).
+--mode memcpy prints FAKE_BENCH_MEMCPY_MBPS (12500: 64 KiB in 5000 ns),
+--mode ring FAKE_BENCH_RING_MBPS (8000).
 CPU seconds per GiB moved (the "cpu" object): writers 0.1 user + 0.2 sys,
 readers 0.05 + 0.35, none other; times FAKE_BENCH_CPU_FACTOR (default
 0.75) when LD_PRELOAD is set.
@@ -26,7 +27,8 @@ Test hooks (environment):
                           =plain: only runs without LD_PRELOAD reclaim
   FAKE_BENCH_HELPER_CPU=X the pressure helpers' CPU share (memcg: the
                           --filler-cpu budget or 0.15; hog: 1.9)
-  FAKE_BENCH_MEMCPY_FAIL=1  --mode memcpy exits 3
+  FAKE_BENCH_MEMCPY_FAIL=1  --mode memcpy exits 3; FAKE_BENCH_RING_FAIL=1:
+                          --mode ring
   FAKE_BENCH_NO_CPU=1     no "cpu" object, as from a ppipe-bench before it
   FAKE_BENCH_NO_PRODUCE=1 --produce is an unknown option, as to a
                           ppipe-bench before it
@@ -60,12 +62,15 @@ def log_run(preloaded):
 
 
 def memcpy(a):
-    """--mode memcpy: one thread's copy bandwidth, as configured."""
-    if os.environ.get("FAKE_BENCH_MEMCPY_FAIL") == "1":
-        fail(3, "injected memcpy failure")
-    print(json.dumps({"tool": PROG, "version": "0.0.0-fake", "mode": "memcpy",
+    """--mode memcpy: one thread's copy bandwidth; --mode ring: two
+    threads' copy in and copy out; as configured."""
+    name = a.mode.upper()
+    if os.environ.get(f"FAKE_BENCH_{name}_FAIL") == "1":
+        fail(3, f"injected {a.mode} failure")
+    print(json.dumps({"tool": PROG, "version": "0.0.0-fake", "mode": a.mode,
                       "size": a.s, "mbps": float(os.environ.get(
-                          "FAKE_BENCH_MEMCPY_MBPS", "12500"))}))
+                          f"FAKE_BENCH_{name}_MBPS",
+                          "12500" if a.mode == "memcpy" else "8000"))}))
     return 0
 
 
@@ -99,7 +104,7 @@ def cpu(nbytes, preloaded, procs, writers=1.0):
 def main():
     """Parse arguments and print the fake result."""
     p = Parser(prog=PROG)
-    p.add_argument("--mode", choices=("threads", "procs", "memcpy"),
+    p.add_argument("--mode", choices=("threads", "procs", "memcpy", "ring"),
                    required=True)
     p.add_argument("-w", type=positive(int))
     p.add_argument("-r", type=positive(int))
@@ -119,7 +124,7 @@ def main():
     a = p.parse_args()
     if a.produce and os.environ.get("FAKE_BENCH_NO_PRODUCE") == "1":
         fail(2, "unknown option '--produce' (see --help)")
-    if a.mode == "memcpy":
+    if a.mode in ("memcpy", "ring"):
         return memcpy(a)
     if None in (a.w, a.r, a.p):
         fail(2, "-w, -r and -p are required")

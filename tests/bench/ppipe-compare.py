@@ -1008,10 +1008,11 @@ def probe_stage(stage, lib, envs):
                f"{PROG}: a pipeline of {stage} with {lib} preloaded does not run")
 
 
-def measure_memcpy(bench, envs, size):
-    """One thread's memcpy bandwidth for blocks of size bytes: (MB/s or
-    None, why not)."""
-    status, data, err = run_bench([bench, "--mode", "memcpy", "-s", str(size),
+def measure_memcpy(bench, envs, size, mode="memcpy"):
+    """One thread's memcpy bandwidth for blocks of size bytes, or with mode
+    "ring" two threads' copy in and copy out through shared memory: (MB/s
+    or None, why not)."""
+    status, data, err = run_bench([bench, "--mode", mode, "-s", str(size),
                                    "-d", "0.5", "--json"], envs["baseline"], 60)
     if status != 0 or not isinstance(data, dict):
         return None, stderr_line(err) or (f"exit status {status}" if status
@@ -2419,21 +2420,38 @@ def memcpy_reference(bench, envs):
     return measure_memcpy(bench, envs, 1048576)[0]
 
 
-def memcpy_line(results, memcpy_mbps):
-    """1 MiB pipe throughput as a share of one thread's memcpy."""
+def ring_reference(bench, envs):
+    """Two threads' copy in and copy out of 1 MiB blocks through shared
+    memory, no kernel (ppipe-bench --mode ring), MB/s (None if unknown)."""
+    return measure_memcpy(bench, envs, 1048576, "ring")[0]
+
+
+def memcpy_line(results, memcpy_mbps, ring_mbps=None):
+    """1 MiB pipe throughput as a share of one thread's memcpy, and of what a
+    copy in and a copy out between two threads reach without a kernel."""
     if not memcpy_mbps:
         return []
     for r in results:
         if r["size"] == 1048576 and r["writers"] == 1 and r["readers"] == 1 \
                 and r["matrix"] != "pipeline":
             b = r["baseline"]["mbps"]
+            sides = result_sides(r)
             others = "".join(
                 f", {side_name(side)} {side_of(r, side)['mbps']:.0f} MB/s "
                 f"({100 * side_of(r, side)['mbps'] / memcpy_mbps:.0f}%)"
-                for side in result_sides(r)[1:])
-            return [f"1 MiB writes, {r['mode']} 1x1: plain {b:.0f} MB/s "
-                    f"({100 * b / memcpy_mbps:.0f}% of one thread's memcpy, "
-                    f"{memcpy_mbps:.0f} MB/s){others}"]
+                for side in sides[1:])
+            lines = [f"1 MiB writes, {r['mode']} 1x1: plain {b:.0f} MB/s "
+                     f"({100 * b / memcpy_mbps:.0f}% of one thread's memcpy, "
+                     f"{memcpy_mbps:.0f} MB/s){others}"]
+            if ring_mbps:
+                shares = ", ".join(
+                    f"{side_name(side)} "
+                    f"{100 * side_of(r, side)['mbps'] / ring_mbps:.0f}%"
+                    for side in sides)
+                lines.append(f"  of a copy in and a copy out between two threads "
+                             f"without a kernel ({ring_mbps:.0f} MB/s, "
+                             f"ppipe-bench --mode ring): {shares}")
+            return lines
     return []
 
 
@@ -2445,7 +2463,7 @@ def program_skip_lines(settings):
     return lines + [""] if lines else []
 
 
-def run_report(results, settings, memcpy_mbps=None):
+def run_report(results, settings, memcpy_mbps=None, ring_mbps=None):
     """The text report for a finished run."""
     note = f"median of {settings['reps']}"
     sides = result_sides(results[0])
@@ -2488,7 +2506,7 @@ def run_report(results, settings, memcpy_mbps=None):
         lines.append(spread_line(results))
     if over:
         lines.append(overhead_spread_line(over))
-    lines += memcpy_line(results, memcpy_mbps)
+    lines += memcpy_line(results, memcpy_mbps, ring_mbps)
     if settings.get("pressure_modes") and results:
         lines += [""] + conditions_table(results, settings["pressure_modes"],
                                          note)
@@ -3061,6 +3079,7 @@ def cmd_run(argv):
     results = run_matrix(configs, programs, lib, envs, settings, args.quiet)
     host = host_info()
     host["memcpy_mbps_1m"] = memcpy_reference(programs["bench"], envs)
+    host["ring_mbps_1m"] = ring_reference(programs["bench"], envs)
     doc = {"tool": PROG, "version": version(),
            "created": datetime.datetime.now(datetime.timezone.utc)
            .strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -3072,7 +3091,8 @@ def cmd_run(argv):
                                      for name, env in named]
     # With --json -, stdout is the JSON's: the report goes to stderr.
     report = sys.stderr if args.json == "-" else sys.stdout
-    report.write(run_report(results, settings, host["memcpy_mbps_1m"]))
+    report.write(run_report(results, settings, host["memcpy_mbps_1m"],
+                            host["ring_mbps_1m"]))
     report.flush()
     if args.json:
         write_json(args.json, doc)

@@ -35,7 +35,7 @@ FAKE_CPU = {"cpu_s_per_gib": 0.7, "cpu_user_s_per_gib": 0.15, "cpu_sys_s_per_gib
             "cpu_writers_s_per_gib": 0.3, "cpu_readers_s_per_gib": 0.4}
 CPU_FACTOR = 0.75
 HOST_KEYS = {"kernel", "cpu", "cores", "page_size", "thp", "pipe_max_size",
-             "hostname", "memcpy_mbps_1m"}
+             "hostname", "memcpy_mbps_1m", "ring_mbps_1m"}
 RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
                "memory_pressure", "baseline", "shim", "ratio_mbps",
                "ratio_lat_avg", "ratio_lat_p99", "ratio_cpu_per_gib"}
@@ -510,6 +510,20 @@ def check_overhead_text(stdout, results, name, reps):
                     r"overhead: \d+\.\d% \(", stdout, re.M), "stdout: no overhead spread")
 
 
+def check_ring_unknown(t):
+    """A run whose ring reference cannot be measured still reports the 1 MiB
+    cell against memcpy, and says nothing of the ring."""
+    out = t.path("ring-unknown.json")
+    p = t.run(t.fast("--json", out)[:1] + ["procs"] + t.fast("--json", out)[2:],
+              env={"FAKE_BENCH_RING_FAIL": "1"})
+    check(p.returncode == 0, f"ring unknown: run failed {p.stderr.strip()[-400:]}")
+    doc = load(out)
+    check(doc["host"]["ring_mbps_1m"] is None and doc["host"]["memcpy_mbps_1m"] == 12500.0,
+          f"ring unknown: host {doc['host']}")
+    check("of one thread's memcpy" in p.stdout and "without a kernel" not in p.stdout,
+          f"ring unknown: the 1 MiB lines {p.stdout[-600:]}")
+
+
 def check_main_run(t):
     """The --quick --reps 2 run and everything it wrote."""
     out = {k: t.path(f"run.{k}") for k in ("json", "csv", "svg")}
@@ -546,6 +560,19 @@ def check_main_run(t):
                  "max 0.750, 4 configs); small geomean 0.750 (min 0.750, max 0.750, 3 configs); "
                  "pipeline geomean "):
         check(text in p.stdout, f"stdout: no {text!r}")
+    # The 1 MiB cell against the two references fake-bench reports: one
+    # thread's memcpy (12500 MB/s) and the two-thread ring (8000 MB/s).
+    check(doc["host"]["memcpy_mbps_1m"] == 12500.0 and doc["host"]["ring_mbps_1m"] == 8000.0,
+          f"JSON: references {doc['host']}")
+    mib = next(r for r in doc["results"] if r["size"] == 1048576 and r["mode"] == "procs")
+    plain, lib_mbps = mib["baseline"]["mbps"], mib["shim"]["mbps"]
+    for text in (f"1 MiB writes, procs 1x1: plain {plain:.0f} MB/s ({100 * plain / 12500:.0f}% "
+                 f"of one thread's memcpy, 12500 MB/s), libdummy {lib_mbps:.0f} MB/s "
+                 f"({100 * lib_mbps / 12500:.0f}%)",
+                 "  of a copy in and a copy out between two threads without a kernel "
+                 f"(8000 MB/s, ppipe-bench --mode ring): plain {100 * plain / 8000:.0f}%, "
+                 f"libdummy {100 * lib_mbps / 8000:.0f}%"):
+        check(text in p.stdout.splitlines(), f"stdout: no {text!r}")
     # The sweep's CPU grid: fake-bench's 0.7 s per GiB, 0.75 of it with the library.
     check(re.search(r"^ +1 +0\.700 -> 0\.525 +\(-25%\) +0\.700 -> 0\.525 +\(-25%\)",
                     p.stdout, re.M), "stdout: no CPU grid row")
@@ -2111,6 +2138,7 @@ def main(argv):
             check_errors(t, a_path)
             check_pipeline(t)
             check_work(t)
+            check_ring_unknown(t)
             check_api(t, a_path)
             check_configs(t)
             check_bench_without_cpu(t)

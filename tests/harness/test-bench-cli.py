@@ -5,6 +5,7 @@ usage: test-bench-cli.py PPIPE_BENCH PASSTHRU_LIB CORRUPT_LIB
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,8 @@ BAD = [
     (["--produce", "api", "--work", "5us"], "--work"),
     (["--produce", "copy", "--work", "5us"], "--work"),
     (["--mode", "memcpy", "--produce", "api"], "--produce"),
+    (["--mode", "ring", "--work", "5"], "--work"),
+    (["--mode", "ring", "--produce", "copy"], "--produce"),
 ]
 for args, needle in BAD:
     p = run(args + ["-d", "0.01"] if "-d" not in args else args)
@@ -236,6 +239,23 @@ p = run(["-d", "0.05", "--json"])
 r = json.loads(p.stdout or "{}")
 check(p.returncode == 0 and r.get("produce") == "prepared" and r.get("spans") == 0,
       "no --produce: prepared", p)
+
+# The two references a pipe is read against: one thread's memcpy, and a
+# writer thread and a reader thread copying blocks through a shared ring
+# (also with a block size that leaves the ring's last slot short, and pinned).
+for args in (["--mode", "memcpy", "-s", "64K"], ["--mode", "ring", "-s", "64K"],
+             ["--mode", "ring", "-s", "1M"], ["--mode", "ring", "-s", "3"],
+             ["--mode", "ring", "-s", "1M", "--cpus-writers", "0", "--cpus-readers", "0"]):
+    p = run(args + ["-d", "0.1", "--json"])
+    r = json.loads(p.stdout or "{}")
+    check(p.returncode == 0 and set(r) == {"tool", "version", "mode", "size", "mbps"}
+          and r["tool"] == "ppipe-bench" and r["mode"] == args[1]
+          and r["size"] == {"64K": 65536, "1M": 1 << 20, "3": 3}[args[3]] and r["mbps"] > 0,
+          f"{args}: a JSON result with a positive mbps", p)
+p = run(["--mode", "ring", "-s", "64K", "-d", "0.1"])
+check(p.returncode == 0 and re.fullmatch(r"ppipe-bench \S+ ring size=65536 throughput_MBps: "
+                                         r"\d+\.\d\d\n", p.stdout),
+      "--mode ring: one line of text", p)
 
 # Even without --verify, a lost byte shows up in the byte count.
 p = run(["-s", "4096", "-d", "0.2"], preload=CORRUPT,
