@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -944,38 +945,44 @@ static int ring_wait(struct ring_run *rr, atomic_uint_fast64_t *seq, uint64_t un
 	return 0;
 }
 
-static void *ring_writer(void *arg)
+/*
+ * One side of the ring: the writer copies its block into slot i once the
+ * reader has drained the block that used it before, the reader copies slot
+ * i out once the writer has filled it; each then publishes i + 1.
+ */
+struct ring_side {
+	struct ring_run *rr;
+	bool writer;
+};
+
+static void *ring_side(void *arg)
 {
-	struct ring_run *rr = arg;
-	uint64_t size = rr->o->size, i;
-	unsigned char *src = alloc_buffer(size);
+	const struct ring_side *side = arg;
+	struct ring_run *rr = side->rr;
+	const struct options *o = rr->o;
+	atomic_uint_fast64_t *wait_on = side->writer ? &rr->drained : &rr->filled;
+	atomic_uint_fast64_t *publish = side->writer ? &rr->filled : &rr->drained;
+	unsigned char *own = alloc_buffer(o->size), *slot;
+	uint64_t i;
 
-	if (!src)
+	if (!own)
 		die_env("malloc", ENOMEM);
-	cli_pin_one("ppipe-bench", rr->o->cpus_w, rr->o->ncpus_w, 0);
-	for (i = 0; !ring_wait(rr, &rr->drained, i < rr->nslots ? 0 : i - rr->nslots + 1); i++) {
-		memcpy(rr->slots + (i % rr->nslots) * size, src, size);
-		atomic_store_explicit(&rr->filled, i + 1, memory_order_release);
+	if (side->writer)
+		cli_pin_one("ppipe-bench", o->cpus_w, o->ncpus_w, 0);
+	else
+		cli_pin_one("ppipe-bench", o->cpus_r, o->ncpus_r, 0);
+	for (i = 0; !ring_wait(rr, wait_on,
+			       side->writer ? (i < rr->nslots ? 0 : i - rr->nslots + 1) : i + 1);
+	     i++) {
+		slot = rr->slots + (i % rr->nslots) * o->size;
+		if (side->writer)
+			memcpy(slot, own, o->size);
+		else
+			memcpy(own, slot, o->size);
+		__asm__ volatile("" : : "r"(own), "r"(slot) : "memory");
+		atomic_store_explicit(publish, i + 1, memory_order_release);
 	}
-	free(src);
-	return NULL;
-}
-
-static void *ring_reader(void *arg)
-{
-	struct ring_run *rr = arg;
-	uint64_t size = rr->o->size, i;
-	unsigned char *dst = alloc_buffer(size);
-
-	if (!dst)
-		die_env("malloc", ENOMEM);
-	cli_pin_one("ppipe-bench", rr->o->cpus_r, rr->o->ncpus_r, 0);
-	for (i = 0; !ring_wait(rr, &rr->filled, i + 1); i++) {
-		memcpy(dst, rr->slots + (i % rr->nslots) * size, size);
-		__asm__ volatile("" : : "r"(dst) : "memory");
-		atomic_store_explicit(&rr->drained, i + 1, memory_order_release);
-	}
-	free(dst);
+	free(own);
 	return NULL;
 }
 
@@ -983,6 +990,7 @@ static int run_ring(const struct options *o)
 {
 	size_t huge = 2u << 20;
 	struct ring_run rr = { .o = o, .nslots = o->size * 2 >= huge ? 2 : huge / o->size };
+	struct ring_side reader = { &rr, false }, writer = { &rr, true };
 	size_t len = (size_t)(o->size * rr.nslots), map = (len + 2 * huge - 1) & ~(huge - 1);
 	uint64_t start, end, blocks;
 	unsigned char *m;
@@ -995,9 +1003,9 @@ static int run_ring(const struct options *o)
 	rr.slots = (unsigned char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
 	(void)madvise(rr.slots, len, MADV_HUGEPAGE); /* as libppipe's rings may have them */
 	memset(rr.slots, 'x', len);
-	if ((err = pthread_create(&r, NULL, ring_reader, &rr)))
+	if ((err = pthread_create(&r, NULL, ring_side, &reader)))
 		die_env("pthread_create", err);
-	if ((err = pthread_create(&w, NULL, ring_writer, &rr)))
+	if ((err = pthread_create(&w, NULL, ring_side, &writer)))
 		die_env("pthread_create", err);
 	/* The threads' start and first laps are not counted: 50 ms of warm-up. */
 	usleep(50000);
