@@ -5,6 +5,8 @@
 #include "log.h"
 #include "once.h"
 #include "real.h"
+#include "ring.h"
+#include "syscall.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -174,6 +176,26 @@ int pp_copy_guarded(char *dst, const struct iovec *iov, int *idx, size_t *off, s
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&tl_jmp, NULL, __ATOMIC_RELAXED);
 	return 0;
+}
+
+bool pp_user_unmapped(uintptr_t a, size_t len)
+{
+	unsigned char vec[64];
+	size_t page = pp_page_size();
+	uintptr_t at = a & ~(uintptr_t)(page - 1), end = a + len;
+
+	while (at < end) {
+		size_t n = end - at < sizeof(vec) * page ? end - at : sizeof(vec) * page;
+
+		/*
+		 * ENOMEM: a page of it no mapping covers, or no process can
+		 * have. Any other answer leaves the read to the guard.
+		 */
+		if (PP_SYSCALL(SYS_mincore, at, n, vec) == -ENOMEM)
+			return true;
+		at += n;
+	}
+	return false;
 }
 
 PP_COMMON int pp_user_guarded(void (*fn)(void *), void *arg)

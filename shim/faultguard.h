@@ -45,9 +45,15 @@ void pp_copy_iov(char *dst, const struct iovec *iov, int *idx, size_t *off, size
  * header, an exec's path and environment), which the kernel answers with
  * EFAULT when it cannot be read, where a plain read would kill the process.
  *
- * pp_user_bad(): whether [@p, @p + @len) is memory no process can read:
- * the first page (below any vm.mmap_min_addr), beyond the user half, or
- * wrapping. Check every pointer with it before following it.
+ * pp_user_bad(): whether [@p, @p + @len) is memory this process cannot
+ * read: the first page (below any vm.mmap_min_addr), wrapping, or, above
+ * PP_USER_COMMON_TOP, a page no mapping covers. Check every pointer with
+ * it before following it. Callers skip their bookkeeping for what it
+ * calls bad (the kernel fails the call with EFAULT), so it must never call
+ * a readable range bad: above the common top, where 5-level paging and
+ * 52-bit address spaces put the mappings a process asks for, the kernel
+ * is asked (pp_user_unmapped: one mincore() per 64 pages); below it, the
+ * answer costs two comparisons.
  *
  * pp_user_guarded(): runs @fn(@arg), which must only read the caller's
  * memory and write its own @arg, and returns 0, or -EFAULT if a read in
@@ -58,11 +64,26 @@ void pp_copy_iov(char *dst, const struct iovec *iov, int *idx, size_t *off, size
  * pp_user_bad()'s checks stand between a bad pointer and a crash.
  * Async-signal-safe, and nests (a signal handler's call inside another).
  */
+#if UINTPTR_MAX > 0xffffffffu && defined(__aarch64__)
+/* aarch64 maps the stack and mmap() just below 2^48 by default. */
+#define PP_USER_COMMON_TOP (1ull << 48)
+#elif UINTPTR_MAX > 0xffffffffu
+/* Where x86-64 (and riscv64 at most) maps everything a process does not ask higher for. */
+#define PP_USER_COMMON_TOP 0x00007ffffffff000ull
+#else
+#define PP_USER_COMMON_TOP UINTPTR_MAX
+#endif
+
+/* Whether a page of [@a, @a + @len) is mapped by nothing (asked of the kernel). */
+bool pp_user_unmapped(uintptr_t a, size_t len);
+
 static inline bool pp_user_bad(const void *p, size_t len)
 {
 	uintptr_t a = (uintptr_t)p;
 
-	return a < 4096 || a + len < a || a + len > 0x00007ffffffff000ull;
+	if (a < 4096 || a + len < a)
+		return true;
+	return __builtin_expect(a + len > PP_USER_COMMON_TOP, 0) && pp_user_unmapped(a, len);
 }
 
 int pp_user_guarded(void (*fn)(void *), void *arg);
