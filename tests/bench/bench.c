@@ -915,9 +915,10 @@ static int run_memcpy(const struct options *o)
  * lock on the way. A writer thread copies @size bytes into a slot of a
  * shared ring of 2 MiB (or two slots, if larger), huge-page backed, as
  * libppipe's ring for a 1 MiB pipe is; a reader thread copies them out of
- * it into its own buffer; two sequence numbers hand the slots over. libppipe's write copies a block in and the
- * reader's read() copies it out, so its MB/s over this ceiling is the share
- * of the machine the kernel's pipe leaves it.
+ * it into its own buffer; two sequence numbers hand the slots over.
+ * libppipe's write copies a block in and the reader's read() copies it
+ * out, so its MB/s over this ceiling is the share of the machine the
+ * kernel's pipe leaves it.
  */
 struct ring_run {
 	const struct options *o;

@@ -1008,10 +1008,10 @@ def probe_stage(stage, lib, envs):
                f"{PROG}: a pipeline of {stage} with {lib} preloaded does not run")
 
 
-def measure_memcpy(bench, envs, size, mode="memcpy"):
-    """One thread's memcpy bandwidth for blocks of size bytes, or with mode
-    "ring" two threads' copy in and copy out through shared memory: (MB/s
-    or None, why not)."""
+def measure_reference(bench, envs, mode, size):
+    """A reference bandwidth for blocks of size bytes: mode "memcpy", one
+    thread's memcpy; "ring", two threads' copy in and copy out through
+    shared memory (ppipe-bench --mode). (MB/s or None, why not)."""
     status, data, err = run_bench([bench, "--mode", mode, "-s", str(size),
                                    "-d", "0.5", "--json"], envs["baseline"], 60)
     if status != 0 or not isinstance(data, dict):
@@ -1030,7 +1030,7 @@ def set_work(configs, bench, envs, settings):
     producer that computes about as long as the copy its write costs)."""
     if not any(c["matrix"] == "work" for c in configs):
         return
-    mbps, why = measure_memcpy(bench, envs, WORK_SIZE)
+    mbps, why = measure_reference(bench, envs, "memcpy", WORK_SIZE)
     if mbps is None:
         raise Fatal(f"{PROG}: the work matrix needs the copy time of "
                     f"{WORK_SIZE} B: {bench} --mode memcpy: {why}", 2)
@@ -2417,13 +2417,13 @@ def conditions_table(results, modes, note):
 
 def memcpy_reference(bench, envs):
     """One thread's memcpy bandwidth for 1 MiB blocks, MB/s (None if unknown)."""
-    return measure_memcpy(bench, envs, 1048576)[0]
+    return measure_reference(bench, envs, "memcpy", 1048576)[0]
 
 
 def ring_reference(bench, envs):
     """Two threads' copy in and copy out of 1 MiB blocks through shared
     memory, no kernel (ppipe-bench --mode ring), MB/s (None if unknown)."""
-    return measure_memcpy(bench, envs, 1048576, "ring")[0]
+    return measure_reference(bench, envs, "ring", 1048576)[0]
 
 
 def memcpy_line(results, memcpy_mbps, ring_mbps=None):
