@@ -254,7 +254,9 @@ static long wait_writable(struct write_op *op, int fd, bool moved)
 	long r;
 
 	if (fl >= 0 && (fl & O_NONBLOCK)) {
-		pp_pipe_set_nonblock(op->p, true);
+		/* Set behind libppipe's back on the file pipe() made: follow it. */
+		if (!pp_fdt_asks_flags(op->fd))
+			pp_pipe_set_nonblock(op->p, true);
 		return -EAGAIN;
 	}
 	/* Cleared behind libppipe's back (a raw fcntl): this write waits, as write() would. */
@@ -577,24 +579,32 @@ static void op_counted(const struct write_op *op, size_t vmspliced, uint64_t now
 
 /*
  * Whether the write end is non-blocking, or -errno when the write must
- * take the real call (packet mode; F_GETFL failed): pipes we did not
- * create may share their open file with anyone, so the kernel is asked
- * each time (nonblock_plan needs the kernel's partial counts).
+ * take the real call (packet mode; not open for writing; F_GETFL failed).
+ * The pipe's state follows O_NONBLOCK of the open file pipe() made; an fd
+ * learned otherwise (inherited through exec, reopened, a pipe we did not
+ * create) may name another open file, which anyone may share: the kernel
+ * is asked each time (nonblock_plan needs the kernel's partial counts),
+ * and its access mode with it, so that no fd open only for reading ever
+ * reaches vmsplice(), which would move bytes out of the pipe.
  */
 static int write_end_nonblock(struct pp_pipe *p, int fd, const char **why)
 {
 	long fl;
 
-	if (p->created_here)
+	if (p->created_here && !pp_fdt_asks_flags(fd))
 		return pp_pipe_nonblock(p);
 	fl = pp_sys_fcntl(fd, F_GETFL, 0);
-	if (fl >= 0 && (fl & O_DIRECT)) {
-		*why = "packet mode (O_DIRECT)";
-		return -EINVAL;
-	}
 	if (fl < 0) {
 		*why = NULL;
 		return -EBADF;
+	}
+	if (!pp_file_writable(fl)) {
+		*why = "fd not open for writing";
+		return -EBADF;
+	}
+	if (fl & O_DIRECT) {
+		*why = "packet mode (O_DIRECT)";
+		return -EINVAL;
 	}
 	return (fl & O_NONBLOCK) != 0;
 }

@@ -482,27 +482,24 @@ static struct pp_pipe *taken_pipe(uint64_t ino)
 	return NULL;
 }
 
-PP_COMMON struct pp_pipe *pp_exec_take_over(int fd, enum pp_end *end)
+PP_COMMON bool pp_exec_may_take_over(void)
+{
+	return pp_reg_claimed_left() || __atomic_load_n(&ntaken, __ATOMIC_RELAXED);
+}
+
+PP_COMMON struct pp_pipe *pp_exec_take_over(int fd, uint64_t ino, long fl, enum pp_end end)
 {
 	struct pp_pipe *p;
 	struct pp_shared *s;
-	uint64_t ino;
-	long fl, slot;
+	long slot;
 
-	if (likely(!pp_reg_claimed_left() && !__atomic_load_n(&ntaken, __ATOMIC_RELAXED)) ||
-	    pp_in_vfork_child() || pp_fdt_init() || pp_fdt_is_plain(fd))
+	if (!pp_exec_may_take_over() || pp_in_vfork_child())
 		return NULL;
-	if (pp_sys_pipe_ino(fd, &ino)) {
-		pp_fdt_mark_plain(fd);
-		return NULL;
-	}
 	p = taken_pipe(ino);
 	if (!p) {
 		slot = pp_reg_claimed_take(ino);
-		if (slot < 0) {
-			pp_fdt_mark_plain(fd); /* not a pipe this image was handed */
-			return NULL;
-		}
+		if (slot < 0)
+			return NULL; /* not a pipe this image was handed */
 		s = pp_reg_slot_at(slot, ino);
 		p = s && !pp_fault(PP_FAULT_ADOPT) ? pp_pipe_adopt(ino, s) : NULL;
 		if (!p) {
@@ -526,20 +523,25 @@ PP_COMMON struct pp_pipe *pp_exec_take_over(int fd, enum pp_end *end)
 			}
 		}
 	}
-	fl = pp_sys_fcntl(fd, F_GETFL, 0);
-	if (fl < 0 || fd >= pp_fdt_size()) {
+	if (fd >= pp_fdt_size()) {
 		pp_pipe_mark_unsafe(p, "an inherited end libppipe cannot follow");
 		pp_pipe_leave(p);
 		return NULL;
 	}
-	*end = (fl & O_ACCMODE) == O_RDONLY ? PP_END_READ : PP_END_WRITE;
-	if (*end == PP_END_WRITE) {
+	/*
+	 * The write end's open file is shared with the processes that handed
+	 * it on, whose writes follow the pipe's state: packet mode there is
+	 * packet mode for them, and its O_NONBLOCK theirs. This fd itself
+	 * may name another open file of the pipe (a reopened /dev/stdout):
+	 * its own writes ask the kernel for its flags (pp_fdt_asks_flags).
+	 */
+	if (end == PP_END_WRITE) {
 		if (fl & O_DIRECT)
 			pp_pipe_mark_unsafe(p, "packet mode (O_DIRECT)");
 		pp_pipe_set_nonblock(p, fl & O_NONBLOCK);
 	}
-	pp_fdt_set(fd, p, *end);
+	pp_fdt_set(fd, p, end, true);
 	pp_debug("pipe inode %llu (fd %d): inherited %s end taken over", (unsigned long long)ino,
-		 fd, *end == PP_END_READ ? "read" : "write");
+		 fd, end == PP_END_READ ? "read" : "write");
 	return p;
 }

@@ -98,11 +98,18 @@ void pp_exec_mark_inherited(bool any_fd);
 /* Why an inherited pipe that is not taken over stays plain (PPIPE_DEBUG). */
 const char *pp_exec_why_plain(void);
 /*
- * Takes over @fd if it is an end of a pipe this image was handed (its
- * first large write, splice, tee, F_SETFL...): returns the pipe, entered,
- * and its end, or NULL (the fd is not one, or nothing is left to take
- * over: then one load and no system call). Not in a vfork child.
+ * Whether this image holds pipe ends it was handed that it may still take
+ * over, or took some: one load, no system call. pp_exec_take_over() has
+ * nothing to look at otherwise.
  */
-struct pp_pipe *pp_exec_take_over(int fd, enum pp_end *end);
+bool pp_exec_may_take_over(void);
+/*
+ * Takes over @fd, a pipe end of inode @ino whose open file's F_GETFL is
+ * @fl, as end @end (what the caller learned of it: fdlearn.h), if it is
+ * an end of a pipe this image was handed (its first large write, splice,
+ * tee, F_SETFL...): returns the pipe, entered, with @fd in the fd table,
+ * or NULL (not one). Not in a vfork child.
+ */
+struct pp_pipe *pp_exec_take_over(int fd, uint64_t ino, long fl, enum pp_end end);
 
 #endif

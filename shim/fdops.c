@@ -4,10 +4,11 @@
 #include "compiler.h"
 #include "config.h"
 #include "engine.h"
-#include "exec.h"
+#include "fdlearn.h"
 #include "fdtable.h"
 #include "log.h"
 #include "pipe.h"
+#include "readers.h"
 #include "real.h"
 #include "sys.h"
 #include "vfork.h"
@@ -185,6 +186,17 @@ PP_COMMON int pp_dup(int fd)
 }
 
 /*
+ * An fd the table does not know put over one it does (a shell's `cmd <
+ * /dev/stdin` reopens the pipe it replaces): learned first, so that the
+ * copy is what it is (readers.h). One load of each entry otherwise.
+ */
+static inline void learn_over(int fd, int fd2)
+{
+	if (unlikely(pp_fdt_tracked(fd2)) && fd != fd2 && !pp_fdt_tracked(fd))
+		pp_readers_learn(fd);
+}
+
+/*
  * dup2()/dup3() close @fd2 inside the kernel: its epoch moves first, so a
  * write in flight on @fd2 never takes the new file for the old one.
  */
@@ -194,6 +206,7 @@ PP_COMMON int pp_dup2(int fd, int fd2)
 
 	if (pp_in_vfork_child())
 		return real_dup2(fd, fd2);
+	learn_over(fd, fd2);
 	if (fd != fd2)
 		closing(fd2); /* an error there has no call left to report it */
 	pp_fdt_invalidate(fd2);
@@ -209,6 +222,7 @@ PP_COMMON int pp_dup3(int fd, int fd2, int flags)
 
 	if (pp_in_vfork_child())
 		return real_dup3(fd, fd2, flags);
+	learn_over(fd, fd2);
 	if (fd != fd2)
 		closing(fd2);
 	pp_fdt_invalidate(fd2);
@@ -239,7 +253,7 @@ PP_COMMON int pp_fcntl(int fd, int cmd, unsigned long arg)
 	case F_SETFL:
 		p = pp_fdt_enter(fd, &end);
 		if (!p)
-			p = pp_exec_take_over(fd, &end);
+			p = pp_fd_learn(fd, &end, PP_LEARN_FLAGS);
 		if (!p)
 			break;
 		/* Packet mode: vmspliced buffers would lose the packet flag. */
@@ -309,7 +323,7 @@ int pp_ioctl_fionbio(int fd, const int *on)
 	struct pp_pipe *p = pp_in_vfork_child() ? NULL : pp_fdt_enter(fd, &end);
 
 	if (!p && !pp_in_vfork_child())
-		p = pp_exec_take_over(fd, &end);
+		p = pp_fd_learn(fd, &end, PP_LEARN_FLAGS);
 	if (!p)
 		return 0;
 	if (end == PP_END_WRITE)

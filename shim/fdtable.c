@@ -2,9 +2,10 @@
 /*
  * Entry format (one 64-bit word per fd, 0 = never tracked):
  *   bit 0       valid (0 with bit 1 set: known not to be a pipe)
- *   bit 1       end (1 = write end)
- *   bits 2-17   index of the pipe object
- *   bits 18-41  generation of the pipe object (its low 24 bits)
+ *   bit 1       end (1 = open for writing: the kernel's FMODE_WRITE)
+ *   bit 2       ask the kernel for the file's flags (pp_fdt_asks_flags)
+ *   bits 3-18   index of the pipe object
+ *   bits 19-41  generation of the pipe object (its low 23 bits)
  *   bits 42-63  epoch of the fd number
  * Readers load the word, enter the object it names and check that the
  * object still has that generation; writers replace words atomically.
@@ -178,16 +179,31 @@ void pp_fdt_learn_all(void)
 	}
 }
 
+struct pp_pipe *pp_fdt_find_ino(uint64_t ino)
+{
+	for (int fd = 0, top = pp_fdt_top(); fdt && fd < top; fd++) {
+		enum pp_end end;
+		struct pp_pipe *p = pp_fdt_enter(fd, &end);
+
+		if (!p)
+			continue;
+		if ((pp_pipe_ino(p) ? pp_pipe_ino(p) : pp_fdt_learn_ino(p, fd)) == ino)
+			return p;
+		pp_pipe_leave(p);
+	}
+	return NULL;
+}
+
 PP_COMMON int pp_fdt_size(void)
 {
 	return fdt ? fdt_size : 0;
 }
 
-static uint64_t encode(struct pp_pipe *p, enum pp_end end)
+static uint64_t encode(struct pp_pipe *p, enum pp_end end, bool ask_flags)
 {
 	return ((uint64_t)pp_pipe_index(p) << W_INDEX_SHIFT) |
 	       (((uint64_t)pp_pipe_gen(p) & W_GEN_MASK) << W_GEN_SHIFT) |
-	       (end == PP_END_WRITE ? W_WRITE : 0) | W_VALID;
+	       (end == PP_END_WRITE ? W_WRITE : 0) | (ask_flags ? W_ASKFL : 0) | W_VALID;
 }
 
 static bool gen_matches(struct pp_pipe *p, uint32_t gen)
@@ -218,13 +234,13 @@ static inline void release_entry(uint64_t old)
 		pp_pipe_put_fd(p, end);
 }
 
-PP_COMMON void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end)
+PP_COMMON void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end, bool ask_flags)
 {
 	if (!fdt || fd < 0 || fd >= fdt_size) {
 		return;
 	}
 	pp_pipe_get_fd(p, end);
-	release_entry(swap_entry(fd, encode(p, end)));
+	release_entry(swap_entry(fd, encode(p, end, ask_flags)));
 }
 
 PP_COMMON int pp_fdt_set_new(const int fds[2], struct pp_pipe *p)
@@ -236,9 +252,9 @@ PP_COMMON int pp_fdt_set_new(const int fds[2], struct pp_pipe *p)
 	p->fd_refs = r + w;
 	p->wfd_refs = w;
 	if (r)
-		release_entry(swap_entry(fds[0], encode(p, PP_END_READ)));
+		release_entry(swap_entry(fds[0], encode(p, PP_END_READ, false)));
 	if (w)
-		release_entry(swap_entry(fds[1], encode(p, PP_END_WRITE)));
+		release_entry(swap_entry(fds[1], encode(p, PP_END_WRITE, false)));
 	return r + w;
 }
 
@@ -270,7 +286,8 @@ PP_COMMON void pp_fdt_dup(int oldfd, int newfd)
 		pp_fdt_clear(newfd);
 		return;
 	}
-	pp_fdt_set(newfd, p, end);
+	/* The same open file: what the old number knew of it holds for the new one. */
+	pp_fdt_set(newfd, p, end, pp_fdt_asks_flags(oldfd));
 	pp_pipe_leave(p);
 }
 

@@ -23,8 +23,12 @@
  */
 int pp_fdt_map(void);
 
-/* Associates @fd with end @end of @p (takes an fd reference). */
-void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end);
+/*
+ * Associates @fd with end @end of @p (takes an fd reference). With
+ * @ask_flags, @fd's open file may be another than the one @p's state
+ * describes (it was learned, not made by pipe(): see pp_fdt_asks_flags).
+ */
+void pp_fdt_set(int fd, struct pp_pipe *p, enum pp_end end, bool ask_flags);
 /*
  * Associates the two fds pipe() just made (the read end @fds[0], the write
  * end @fds[1]) with @p, an object nobody else can see yet, whose fd
@@ -68,6 +72,15 @@ uint64_t pp_fdt_learn_ino(struct pp_pipe *p, int hint);
 /* pp_fdt_learn_ino() for every tracked pipe whose inode is not known yet. */
 void pp_fdt_learn_all(void);
 
+/*
+ * The tracked pipe of inode @ino that some fd of the table names,
+ * entered, or NULL: for an fd of a pipe of ours that reached this
+ * process out of the table's sight (reopened through /proc/self/fd,
+ * duplicated inside libc). Learns the inodes not known yet on the way.
+ * Walks the table: not for hot paths.
+ */
+struct pp_pipe *pp_fdt_find_ino(uint64_t ino);
+
 /* The highest fd the table covers, plus one. */
 int pp_fdt_size(void);
 /* The highest fd that ever had an entry, plus one: where walks over the table stop. */
@@ -83,10 +96,11 @@ extern int pp_fdt_nwords;
 /* An entry (see fdtable.c). */
 #define W_VALID 1ull
 #define W_WRITE 2ull
-#define W_INDEX_SHIFT 2
+#define W_ASKFL 4ull
+#define W_INDEX_SHIFT 3
 #define W_INDEX_MASK 0xffffull
-#define W_GEN_SHIFT 18
-#define W_GEN_MASK 0xffffffull
+#define W_GEN_SHIFT 19
+#define W_GEN_MASK 0x7fffffull
 #define W_EPOCH_SHIFT 42
 #define W_CONTENT ((1ull << W_EPOCH_SHIFT) - 1)
 
@@ -126,6 +140,21 @@ static inline struct pp_pipe *pp_fdt_peek(int fd)
 	enum pp_end end;
 
 	return pp_fdt_peek_end(fd, &end);
+}
+
+/*
+ * Whether the flags of @fd's open file (O_NONBLOCK, O_DIRECT, its access
+ * mode) must be asked of the kernel at each large write: the fd was
+ * learned (inherited through exec, reopened, PPIPE_READERS=trust), so its
+ * open file may be another than the one pipe() made, whose O_NONBLOCK the
+ * pipe's state follows. One load, no call.
+ */
+static inline bool pp_fdt_asks_flags(int fd)
+{
+	const uint64_t *t = __atomic_load_n(&pp_fdt_words, __ATOMIC_ACQUIRE);
+
+	return !t || (unsigned int)fd >= (unsigned int)pp_fdt_nwords ||
+	       (__atomic_load_n(&t[fd], __ATOMIC_RELAXED) & (W_VALID | W_ASKFL)) != W_VALID;
 }
 
 /*

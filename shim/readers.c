@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "readers.h"
 
-#include "exec.h"
 #include "faultguard.h"
+#include "fdlearn.h"
 #include "fdtable.h"
 #include "pipe.h"
 #include "sys.h"
@@ -11,12 +11,15 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* @fd's pipe, entered: tracked, or an inherited end taken over now. */
+/*
+ * @fd's pipe, entered: tracked, or learned now (an inherited end, an end
+ * of one of our pipes reopened or duplicated out of sight: fdlearn.h).
+ */
 static struct pp_pipe *enter_any(int fd, enum pp_end *end)
 {
 	struct pp_pipe *p = pp_fdt_enter(fd, end);
 
-	return p ? p : pp_exec_take_over(fd, end);
+	return p ? p : pp_fd_learn(fd, end, PP_LEARN_READERS);
 }
 
 void pp_readers_before_splice(int fd)
@@ -26,9 +29,26 @@ void pp_readers_before_splice(int fd)
 
 	if (!p)
 		return;
-	if (end == PP_END_READ)
+	/*
+	 * Pages leave through any fd open for reading: a read end, or a
+	 * write end opened O_RDWR (a FIFO, a reopen), which the kernel
+	 * reads through as well.
+	 */
+	if (end == PP_END_READ || pp_file_readable(pp_sys_fcntl(fd, F_GETFL, 0)))
 		pp_pipe_mark_unsafe(p, "spliced or teed out of");
 	pp_pipe_leave(p);
+}
+
+void pp_readers_learn(int fd)
+{
+	enum pp_end end;
+	struct pp_pipe *p;
+
+	if (pp_fdt_tracked(fd) || pp_fdt_is_plain(fd))
+		return;
+	p = pp_fd_learn(fd, &end, PP_LEARN_READERS);
+	if (p)
+		pp_pipe_leave(p);
 }
 
 /* The fds a message hands on with SCM_RIGHTS, read as the kernel reads them. */

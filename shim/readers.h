@@ -15,6 +15,9 @@
  *   - splice() or tee() from a read end in this process (both pass page
  *     references on instead of copying);
  *   - an end sent to another process with SCM_RIGHTS.
+ * Fds of our pipes that the fd table did not see made (an end reopened
+ * through /proc/self/fd, a dup made inside libc) are learned here first
+ * (fdlearn.h), by inode.
  * An unsafe pipe takes the plain write path from then on; pages already
  * in it are never written again. io_uring's SPLICE and TEE operations are
  * not seen (README.md, "Limits").
@@ -32,5 +35,13 @@ void pp_readers_before_send(const struct msghdr *msg);
 
 /* Before splice()/tee() out of @fd. */
 void pp_readers_before_splice(int fd);
+
+/*
+ * Before dup2()/dup3() of @fd over a tracked fd (a shell's `< /dev/stdin`):
+ * an end of one of our pipes that reached this process out of sight
+ * (reopened, duplicated inside libc) joins the fd table first, so that the
+ * copy carries it, and an exec that hands it on charges it.
+ */
+void pp_readers_learn(int fd);
 
 #endif

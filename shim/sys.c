@@ -3,8 +3,10 @@
 #include "sys.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 PP_HOT static int spare_base; /* lowest fd number for libppipe's own fds */
 
@@ -35,6 +37,13 @@ PP_COMMON long pp_sys_pipe_ino(int fd, uint64_t *ino)
 		return -EBADFD;
 	*ino = st.st_ino;
 	return 0;
+}
+
+PP_COMMON bool pp_sys_anon_pipe(int fd)
+{
+	struct statfs sf;
+
+	return !PP_SYSCALL(SYS_fstatfs, fd, &sf) && sf.f_type == PIPEFS_MAGIC;
 }
 
 long pp_sys_tmpfile_for(char *path, int flags)

@@ -12,6 +12,7 @@
 #include "syscall.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -154,6 +155,33 @@ void pp_sys_spare_fds_from(int base);
 
 /* Inode of @fd if it is a pipe or FIFO; -EBADFD when it is not. */
 long pp_sys_pipe_ino(int fd, uint64_t *ino);
+/*
+ * Whether @fd is a pipe made by pipe() (its inode lives in pipefs) rather
+ * than a FIFO, whose inode number is its file system's and may equal an
+ * anonymous pipe's: only the former can be a pipe libppipe created or was
+ * handed through exec. One fstatfs(); false when it fails.
+ */
+bool pp_sys_anon_pipe(int fd);
+
+/*
+ * What an open file whose F_GETFL is @fl (>= 0) lets a system call do: a
+ * write(), and so vmsplice() into the pipe, needs one open for writing
+ * (O_WRONLY, O_RDWR: the kernel's FMODE_WRITE); vmsplice() on any other
+ * end moves bytes out of the pipe instead. A read(), splice() or tee()
+ * out of it needs one open for reading (O_RDONLY, O_RDWR). An O_PATH
+ * file allows neither (its access bits read as O_RDONLY), nor an fd
+ * F_GETFL failed for (@fl < 0).
+ */
+static inline bool pp_file_writable(long fl)
+{
+	return fl >= 0 && !(fl & O_PATH) &&
+	       ((fl & O_ACCMODE) == O_WRONLY || (fl & O_ACCMODE) == O_RDWR);
+}
+static inline bool pp_file_readable(long fl)
+{
+	return fl >= 0 && !(fl & O_PATH) &&
+	       ((fl & O_ACCMODE) == O_RDONLY || (fl & O_ACCMODE) == O_RDWR);
+}
 
 /*
  * A file that is whole before it has a name: pp_sys_tmpfile_for() opens

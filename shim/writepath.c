@@ -7,6 +7,7 @@
 #include "exec.h"
 #include "explain.h"
 #include "faultguard.h"
+#include "fdlearn.h"
 #include "fdtable.h"
 #include "pipe.h"
 #include "real.h"
@@ -18,33 +19,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
-
-/*
- * PPIPE_READERS=trust: a pipe this process did not create (inherited,
- * a FIFO) is tracked on its first large write.
- */
-static struct pp_pipe *adopt(int fd)
-{
-	struct pp_pipe *p;
-	enum pp_end end;
-	uint64_t ino;
-	long cap;
-
-	if (pp_cfg.readers != PP_READERS_TRUST || !pp_fd_selected(fd) || pp_fdt_init())
-		return NULL;
-	if (pp_fdt_is_plain(fd) || pp_sys_pipe_ino(fd, &ino)) {
-		pp_fdt_mark_plain(fd);
-		return NULL;
-	}
-	cap = pp_sys_fcntl(fd, F_GETPIPE_SZ, 0);
-	p = pp_pipe_new(ino, false, cap > 0 ? (int)cap : 0);
-	if (!p)
-		return NULL;
-	p->accel = true;
-	p->reason = "PPIPE_READERS=trust";
-	pp_fdt_set(fd, p, PP_END_WRITE);
-	return pp_fdt_enter(fd, &end);
-}
 
 /*
  * flush_first() where the engine holds bytes: a non-blocking write end
@@ -91,10 +65,8 @@ static inline ssize_t to_libc(ssize_t r)
  */
 static __attribute__((noinline)) struct pp_pipe *untracked(int fd, enum pp_end *end)
 {
-	struct pp_pipe *p = pp_exec_take_over(fd, end);
+	struct pp_pipe *p = pp_fd_learn(fd, end, PP_LEARN_WRITE);
 
-	if (!p && (p = adopt(fd)))
-		*end = PP_END_WRITE;
 	if (!p && unlikely(pp_cfg.debug))
 		pp_explain_untracked(fd, pp_exec_why_plain());
 	return p;

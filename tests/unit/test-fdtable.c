@@ -7,11 +7,14 @@
  * close_range forgetting (and only in their span), the epoch, the negative
  * cache, stale entries of a recycled pipe object, the inode learned from
  * the fds, libppipe's own fd numbers, fork (the child keeps the entries,
- * forgets the rest, and each side's table is its own) and exec (which
- * ends the table hands on: not the close-on-exec ones).
+ * forgets the rest, and each side's table is its own), exec (which
+ * ends the table hands on: not the close-on-exec ones), and fds learned
+ * rather than made (fdlearn.h): their end is their access mode, never
+ * their kind, and their writes ask the kernel for their flags.
  */
 #include "config.h"
 #include "exec.h"
+#include "fdlearn.h"
 #include "fdops.h"
 #include "fdtable.h"
 #include "init.h"
@@ -90,6 +93,105 @@ static struct pp_pipe *tracked_pipe(int rd, int wr, int flags)
 		exit(99);
 	}
 	return p;
+}
+
+/* What pp_fd_learn() gives @fd: NULL, or the pipe (left again) with *@end. */
+static struct pp_pipe *learned(int fd, enum pp_end *end, enum pp_learn why)
+{
+	struct pp_pipe *p = pp_fd_learn(fd, end, why);
+
+	if (p)
+		pp_pipe_leave(p);
+	return p;
+}
+
+static int reopen(int fd, int flags)
+{
+	char path[64];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	r = open(path, flags);
+	if (r < 0) {
+		perror(path);
+		exit(99);
+	}
+	return r;
+}
+
+/*
+ * Fds learned rather than made (fdlearn.h): an end of our pipe reopened
+ * joins its object as what its access mode makes it, whatever end it was
+ * reopened from; its flags are asked of the kernel, and a dup keeps that;
+ * pipe()'s own ends ask nothing. Under trust a FIFO's read end is a read
+ * end; an O_PATH fd of a pipe is no write end; what is no pipe is plain.
+ */
+static void test_learn(void)
+{
+	struct pp_pipe *p = tracked_pipe(120, 121, 0), *q;
+	enum pp_end end = PP_END_WRITE;
+	int rd, wr, rw, pth, fifo, null;
+	char path[4200];
+
+	CHECK(!pp_fdt_asks_flags(120) && !pp_fdt_asks_flags(121), "pipe()'s ends ask nothing");
+	CHECK(pp_fdt_asks_flags(122) && pp_fdt_asks_flags(-1),
+	      "an fd the table does not name asks");
+	rd = reopen(121, O_RDONLY); /* the write end's path, opened for reading */
+	wr = reopen(120, O_WRONLY); /* the read end's path, opened for writing */
+	rw = reopen(120, O_RDWR);
+	pth = reopen(121, O_PATH);
+	q = learned(rd, &end, PP_LEARN_READERS);
+	CHECK(q == p && end == PP_END_READ, "reopened for reading: a read end of p (%d)", end);
+	CHECK(entry(rd, &end) == p && end == PP_END_READ && pp_fdt_asks_flags(rd),
+	      "in the table as one, asking its flags");
+	q = learned(wr, &end, PP_LEARN_WRITE);
+	CHECK(q == p && end == PP_END_WRITE && pp_fdt_asks_flags(wr),
+	      "reopened for writing: a write end of p, asking (%d)", end);
+	q = learned(rw, &end, PP_LEARN_READERS);
+	CHECK(q == p && end == PP_END_WRITE, "O_RDWR: open for writing (%d)", end);
+	q = learned(pth, &end, PP_LEARN_READERS);
+	CHECK(q == p && end == PP_END_READ, "O_PATH: never a write end (%d)", end);
+	CHECK(refs(p) == 6 && wrefs(p) == 3, "six fds, three of them open for writing: %d/%d",
+	      refs(p), wrefs(p));
+	pp_dup2(wr, 130);
+	CHECK(entry(130, &end) == p && end == PP_END_WRITE && pp_fdt_asks_flags(130),
+	      "a dup of a learned fd asks too");
+	pp_dup2(121, 131);
+	CHECK(entry(131, NULL) == p && !pp_fdt_asks_flags(131), "a dup of pipe()'s end does not");
+	/* A shell's `< /dev/stdin`: an unknown fd put over a tracked one is learned first. */
+	pp_close(rd);
+	rd = reopen(120, O_RDONLY);
+	pp_dup2(rd, 131);
+	CHECK(entry(131, &end) == p && end == PP_END_READ, "dup2 over a tracked fd: a read end");
+
+	null = open("/dev/null", O_WRONLY);
+	CHECK(!learned(null, &end, PP_LEARN_WRITE) && pp_fdt_is_plain(null), "no pipe: plain");
+
+	/* Under trust, a FIFO opened for reading is adopted as a read end, never a write end. */
+	snprintf(path, sizeof(path), "%s/fifo", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	unlink(path);
+	if (mkfifo(path, 0600) || (fifo = open(path, O_RDONLY | O_NONBLOCK)) < 0) {
+		perror(path);
+		exit(99);
+	}
+	unlink(path);
+	CHECK(pp_sys_anon_pipe(120) && !pp_sys_anon_pipe(fifo) && !pp_sys_anon_pipe(null),
+	      "pipefs tells a pipe() pipe from a FIFO and a device");
+	pp_cfg.readers = PP_READERS_TRUST;
+	q = learned(fifo, &end, PP_LEARN_WRITE);
+	CHECK(q && q != p && end == PP_END_READ && !q->created_here,
+	      "trust: a FIFO's read end is adopted as one (%d)", end);
+	pp_cfg.readers = PP_READERS_VERIFY;
+	pp_close(fifo);
+	pp_close(null);
+	pp_close(rd);
+	pp_close(wr);
+	pp_close(rw);
+	pp_close(pth);
+	pp_close(130);
+	pp_close(131);
+	pp_close(120);
+	pp_close(121);
 }
 
 /* Before the first pipe there is no table; its size comes from RLIMIT_NOFILE. */
@@ -310,7 +412,7 @@ static void test_plain(void)
 	CHECK(pp_fdt_is_plain(87) && !entry(87, NULL), "now plain");
 	CHECK(refs(p) == 1 && wrefs(p) == 0, "its reference went: %d/%d", refs(p), wrefs(p));
 	CHECK(pp_fdt_epoch(87) != ep, "the epoch moved");
-	pp_fdt_set(87, p, PP_END_WRITE);
+	pp_fdt_set(87, p, PP_END_WRITE, false);
 	CHECK(!pp_fdt_is_plain(87) && entry(87, NULL) == p, "set again");
 	CHECK(!pp_fdt_is_plain(86), "the other end is not plain");
 	close(fd);
@@ -330,13 +432,13 @@ static void test_epoch(void)
 	pp_fdt_invalidate(91);
 	CHECK(pp_fdt_epoch(91) == ep + 1, "invalidate: %u -> %u", ep, pp_fdt_epoch(91));
 	CHECK(entry(91, NULL) == p, "and keeps the entry");
-	pp_fdt_set(91, p, PP_END_WRITE);
+	pp_fdt_set(91, p, PP_END_WRITE, false);
 	CHECK(pp_fdt_epoch(91) == ep + 2, "set again, even to the same: %u", pp_fdt_epoch(91));
 	CHECK(refs(p) == 2, "without a reference more: %d", refs(p));
 	CHECK(pp_fdt_epoch(-1) == 0 && pp_fdt_epoch(pp_fdt_size()) == 0, "outside: 0");
 	pp_fdt_invalidate(pp_fdt_size() + 5);
-	pp_fdt_set(pp_fdt_size(), p, PP_END_WRITE);
-	pp_fdt_set(-1, p, PP_END_WRITE);
+	pp_fdt_set(pp_fdt_size(), p, PP_END_WRITE, false);
+	pp_fdt_set(-1, p, PP_END_WRITE, false);
 	CHECK(refs(p) == 2, "entries outside the table take nothing: %d", refs(p));
 	pp_close(90);
 	pp_close(91);
@@ -595,6 +697,7 @@ int main(void)
 	test_for_each();
 	test_fork();
 	test_exec();
+	test_learn();
 	if (failures)
 		fprintf(stderr, "%d check(s) failed\n", failures);
 	return failures ? 1 : 0;
