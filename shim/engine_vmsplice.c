@@ -581,8 +581,8 @@ static void op_counted(const struct write_op *op, size_t vmspliced, uint64_t now
  * Whether the write end is non-blocking, or -errno when the write must
  * take the real call (packet mode; not open for writing; F_GETFL failed).
  * The pipe's state follows O_NONBLOCK of the open file pipe() made; an fd
- * learned otherwise (inherited through exec, reopened, a pipe we did not
- * create) may name another open file, which anyone may share: the kernel
+ * learned otherwise (reopened, a pipe we did not create: fdlearn.h) may
+ * name another open file, which anyone may share: the kernel
  * is asked each time (nonblock_plan needs the kernel's partial counts),
  * and its access mode with it, so that no fd open only for reading ever
  * reaches vmsplice(), which would move bytes out of the pipe.

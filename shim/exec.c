@@ -529,18 +529,18 @@ PP_COMMON struct pp_pipe *pp_exec_take_over(int fd, uint64_t ino, long fl, enum 
 		return NULL;
 	}
 	/*
-	 * The write end's open file is shared with the processes that handed
-	 * it on, whose writes follow the pipe's state: packet mode there is
-	 * packet mode for them, and its O_NONBLOCK theirs. This fd itself
-	 * may name another open file of the pipe (a reopened /dev/stdout):
-	 * its own writes ask the kernel for its flags (pp_fdt_asks_flags).
+	 * The write end's open file is, but for a reopen, the one the
+	 * processes that handed it on share, whose writes follow the pipe's
+	 * state: packet mode there is packet mode for them, and its
+	 * O_NONBLOCK theirs. Its writes follow that state too, with no
+	 * system call (docs/design.md, "What libppipe knows of an fd").
 	 */
 	if (end == PP_END_WRITE) {
 		if (fl & O_DIRECT)
 			pp_pipe_mark_unsafe(p, "packet mode (O_DIRECT)");
 		pp_pipe_set_nonblock(p, fl & O_NONBLOCK);
 	}
-	pp_fdt_set(fd, p, end, true);
+	pp_fdt_set(fd, p, end, false);
 	pp_debug("pipe inode %llu (fd %d): inherited %s end taken over", (unsigned long long)ino,
 		 fd, end == PP_END_READ ? "read" : "write");
 	return p;

@@ -145,9 +145,11 @@ static inline struct pp_pipe *pp_fdt_peek(int fd)
 /*
  * Whether the flags of @fd's open file (O_NONBLOCK, O_DIRECT, its access
  * mode) must be asked of the kernel at each large write: the fd was
- * learned (inherited through exec, reopened, PPIPE_READERS=trust), so its
- * open file may be another than the one pipe() made, whose O_NONBLOCK the
- * pipe's state follows. One load, no call.
+ * learned as another fd of a pipe of ours (reopened, duplicated inside
+ * libc) or under PPIPE_READERS=trust, so its open file may be another
+ * than the one pipe() made, whose O_NONBLOCK the pipe's state follows.
+ * pipe()'s ends, their dups and ends handed on through exec ask nothing.
+ * One load, no call.
  */
 static inline bool pp_fdt_asks_flags(int fd)
 {
