@@ -25,10 +25,12 @@
 #include "engine.h"
 #include "fdops.h"
 #include "real.h"
+#include "stdiowrite.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <wchar.h>
 
 /* The next definition of @name after libppipe (libc's), found once. */
@@ -114,12 +116,68 @@ static inline void before_pending(FILE *f)
 
 /* ---- bytes and strings ---- */
 
-WRAP(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), (buf, size, n, f), 0,
-     before(f))
-WRAP(size_t, fwrite_unlocked, (const void *buf, size_t size, size_t n, FILE *f), (buf, size, n, f),
-     0, before(f))
-WRAP(int, fputs, (const char *s, FILE *f), (s, f), EOF, before(f))
-WRAP(int, fputs_unlocked, (const char *s, FILE *f), (s, f), EOF, before(f))
+/*
+ * fwrite() and fputs(), and their _unlocked forms, carry the large writes
+ * of programs that write through stdio (zstd, lz4, curl, openssl): where
+ * glibc would write at least PPIPE_MIN_WRITE bytes of the call to a pipe
+ * libppipe may accelerate, the call is made by stdiowrite.h, and writes by
+ * libppipe's path. Elsewhere, a few loads more before libc's own.
+ */
+#define WRAP_WRITE(ret, name, params, args, fail, quick, len, stream, lock, done)           \
+	static void *next_##name;                                                           \
+	static __attribute__((noinline)) ret slow_##name params                             \
+	{                                                                                   \
+		__typeof__(&name) fn_;                                                      \
+		size_t len_ = 0;                                                            \
+                                                                                            \
+		before(stream);                                                             \
+		if ((len) && pp_stdio_may_take(stream, len_)) {                             \
+			size_t w_ = pp_stdio_write(stream, buf_of args, len_, lock);        \
+                                                                                            \
+			if (w_ != PP_STDIO_LIBC)                                            \
+				return done;                                                \
+		}                                                                           \
+		fn_ = (__typeof__(&name))bind_next(&next_##name, #name);                    \
+		if (unlikely(!fn_)) {                                                       \
+			errno = ENOSYS;                                                     \
+			return fail;                                                        \
+		}                                                                           \
+		return fn_ args;                                                            \
+	}                                                                                   \
+	PP_COMMON PP_EXPORT ret(name) params                                                \
+	{                                                                                   \
+		__typeof__(&name) fn_ =                                                     \
+			(__typeof__(&name))__atomic_load_n(&next_##name, __ATOMIC_ACQUIRE); \
+		if (likely(fn_ && !pp_engine_hooks() && !(quick)))                          \
+			return fn_ args;                                                    \
+		return slow_##name args;                                                    \
+	}
+
+/* The request of an fwrite(), 0 when it overflows (libc's call then says what it says). */
+static inline bool fwrite_len(size_t size, size_t n, size_t *len)
+{
+	return !__builtin_mul_overflow(size, n, len) && *len;
+}
+
+#define buf_of(a, ...) (a)
+/* fwrite() returns the items written: all of them when the bytes went into the buffer or the pipe. */
+#define FWRITE_DONE (w_ == len_ || w_ == PP_STDIO_EOF ? n : w_ / size)
+/* fputs() returns 1 when every byte went, else EOF. */
+#define FPUTS_DONE (w_ == len_ ? 1 : EOF)
+
+/* An overflowing size * n wraps to something libc's call then judges. */
+#define FWRITE_QUICK pp_stdio_may_take(f, size *n)
+/* A string's length is not known without reading it: only the fd, before the slow path. */
+#define FPUTS_QUICK pp_stdio_fd_may_take(f)
+
+WRAP_WRITE(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), (buf, size, n, f), 0,
+	   FWRITE_QUICK, fwrite_len(size, n, &len_), f, true, FWRITE_DONE)
+WRAP_WRITE(size_t, fwrite_unlocked, (const void *buf, size_t size, size_t n, FILE *f),
+	   (buf, size, n, f), 0, FWRITE_QUICK, fwrite_len(size, n, &len_), f, false, FWRITE_DONE)
+WRAP_WRITE(int, fputs, (const char *buf, FILE *f), (buf, f), EOF, FPUTS_QUICK, (len_ = strlen(buf)),
+	   f, true, FPUTS_DONE)
+WRAP_WRITE(int, fputs_unlocked, (const char *buf, FILE *f), (buf, f), EOF, FPUTS_QUICK,
+	   (len_ = strlen(buf)), f, false, FPUTS_DONE)
 WRAP(int, puts, (const char *s), (s), EOF, before(stdout))
 WRAP(int, fputc, (int c, FILE *f), (c, f), EOF, before(f))
 WRAP(int, fputc_unlocked, (int c, FILE *f), (c, f), EOF, before(f))

@@ -48,7 +48,8 @@
 	X(efaults, "writes whose source buffer faulted")                                        \
 	X(writes_nonblocking, "of the accelerated writes, those to a non-blocking write end")   \
 	X(bytes_vmspliced, "of bytes_accelerated, bytes vmsplice put in (the rest: real call)") \
-	X(span_commits, "of the accelerated writes, spans committed in place (ppipe.h)")
+	X(span_commits, "of the accelerated writes, spans committed in place (ppipe.h)")        \
+	X(stdio_writes, "fwrite/fputs calls on a stream of the pipe that libppipe made")
 
 enum pp_counter {
 #define PP_X(name, desc) PP_CNT_##name,

@@ -72,17 +72,6 @@ static __attribute__((noinline)) struct pp_pipe *untracked(int fd, enum pp_end *
 	return p;
 }
 
-/*
- * Whether a large write to @fd may take libppipe's path: a tracked pipe,
- * or an fd libppipe may still learn about (inherited ends, trust mode,
- * PPIPE_DEBUG's explanations). One load of the fd's entry otherwise.
- */
-static inline bool large_may_matter(int fd)
-{
-	return pp_fdt_tracked(fd) || pp_exec_takeover_armed || pp_cfg.readers == PP_READERS_TRUST ||
-	       unlikely(pp_cfg.debug);
-}
-
 struct pp_pipe *pp_write_enter(int fd, enum pp_end *end)
 {
 	struct pp_pipe *p = pp_fdt_enter(fd, end);
@@ -210,7 +199,7 @@ PP_COMMON static __attribute__((noinline)) ssize_t write_large(int fd, const voi
 {
 	struct iovec iov = { (void *)buf, n };
 
-	if (plain_range(buf, n) || !large_may_matter(fd))
+	if (plain_range(buf, n) || !pp_write_may_matter(fd))
 		return real_write(fd, buf, n);
 	return write_iov(fd, &iov, 1, n);
 }
@@ -270,7 +259,7 @@ PP_COMMON ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt)
 	 * An fd libppipe has nothing to do with: the array is the kernel's
 	 * alone to read, and a bad one its EFAULT, not a crash of ours.
 	 */
-	if (likely(!large_may_matter(fd)))
+	if (likely(!pp_write_may_matter(fd)))
 		return real_writev(fd, iov, iovcnt);
 	if (pp_user_bad(iov, (size_t)iovcnt * sizeof(*iov)) || pp_user_guarded(sum_iov, &s) ||
 	    s.plain)

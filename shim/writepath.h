@@ -10,11 +10,26 @@
 #ifndef PP_WRITEPATH_H
 #define PP_WRITEPATH_H
 
+#include "compiler.h"
+#include "config.h"
+#include "exec.h"
+#include "fdtable.h"
 #include "pipe.h"
 
 #include <stdbool.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+
+/*
+ * Whether a large write to @fd may take libppipe's path: a tracked pipe,
+ * or an fd libppipe may still learn about (inherited ends, trust mode,
+ * PPIPE_DEBUG's explanations). One load of the fd's entry otherwise.
+ */
+static inline bool pp_write_may_matter(int fd)
+{
+	return pp_fdt_tracked(fd) || pp_exec_takeover_armed || pp_cfg.readers == PP_READERS_TRUST ||
+	       unlikely(pp_cfg.debug);
+}
 
 ssize_t pp_write(int fd, const void *buf, size_t n);
 ssize_t pp_writev(int fd, const struct iovec *iov, int iovcnt);

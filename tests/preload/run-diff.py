@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Differential test driver: a diff-* program on plain pipes vs under a preload library.
 
-usage: run-diff.py PROGRAM LIBRARY [--env K=V ...] [--expect-accel] [--expect-spans]
+usage: run-diff.py PROGRAM LIBRARY [--env K=V ...] [--expect-accel] [--expect-spans] [--expect-stdio]
                    [--baseline-program PATH] [--timeout S] [--baseline-runs N] [--keep]
 
 Runs PROGRAM twice: without LD_PRELOAD (the baseline), and with LD_PRELOAD=LIBRARY
@@ -20,6 +20,9 @@ library without a stats file passes this check only if its file name contains
 --expect-spans also requires that spans (ppipe.h) were committed in place: the
 PPIPE_STATS totals' "span_commits" must sum to more than zero (the API builds of
 the diff-* programs, tests/preload/api-write.h).
+
+--expect-stdio also requires that libppipe made stdio writes itself: the
+PPIPE_STATS totals' "stdio_writes" must sum to more than zero (diff-stdio).
 
 --baseline-program PATH also runs PATH (the same test built with write(), where
 PROGRAM is its API build) without LD_PRELOAD: its transcript and exit status must
@@ -55,6 +58,8 @@ def parse_args(argv):
     ap.add_argument("--expect-accel", action="store_true")
     ap.add_argument("--expect-spans", action="store_true",
                     help="require span_commits > 0 in the PPIPE_STATS totals")
+    ap.add_argument("--expect-stdio", action="store_true",
+                    help="require stdio_writes > 0 in the PPIPE_STATS totals")
     ap.add_argument("--baseline-program", metavar="PATH",
                     help="the write() build, whose plain run must give the same transcript")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per run (30)")
@@ -265,9 +270,11 @@ def compare(args, prog, lib, name, workdir):
     expectations = [("--expect-accel", "writes_accelerated",
                      "no write took the accelerated path", "", "acceleration check"),
                     ("--expect-spans", "span_commits",
-                     "no span was committed in place", "span_commits in ", "span check")]
+                     "no span was committed in place", "span_commits in ", "span check"),
+                    ("--expect-stdio", "stdio_writes",
+                     "no stdio write was made by libppipe", "stdio_writes in ", "stdio check")]
     for (option, key, none_msg, key_msg, check), wanted in zip(
-            expectations, (args.expect_accel, args.expect_spans)):
+            expectations, (args.expect_accel, args.expect_spans, args.expect_stdio)):
         if not wanted:
             continue
         if os.path.exists(stats_path):

@@ -459,13 +459,13 @@ static void test_format(void)
 		     "\"bytes_accelerated\":0,\"writes_passthrough\":9,"),
 	      "fd 7: %s", buf);
 	CHECK(strstr(buf,
-		     "\"bytes_vmspliced\":0,\"span_commits\":0}],\"closed_pipes\":[{\"inode\":77,\"path\":"
+		     "\"bytes_vmspliced\":0,\"span_commits\":0,\"stdio_writes\":0}],\"closed_pipes\":[{\"inode\":77,\"path\":"
 		     "\"passthrough\",\"reason\":\"read end inherited across exec\","
 		     "\"last_fallback\":\"readers no longer known\",\"writes_accelerated\":0,"
 		     "\"bytes_accelerated\":0,\"writes_passthrough\":0,\"bytes_passthrough\":5000,"),
 	      "closed pipe: %s", buf);
 	CHECK(strstr(buf,
-		     "\"bytes_vmspliced\":0,\"span_commits\":0}],\"closed_pipes_unlisted\":3}\n"),
+		     "\"bytes_vmspliced\":0,\"span_commits\":0,\"stdio_writes\":0}],\"closed_pipes_unlisted\":3}\n"),
 	      "end: %s", buf);
 
 	/* Mode follows the configuration. */
