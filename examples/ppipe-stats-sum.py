@@ -15,8 +15,24 @@ the processes together:
 A pipe is plain when no process accelerated a byte into it but some wrote
 into it; each is counted once, however many processes wrote into it, under
 the reason the library gave: the pipe's reason where it took the plain path
-for good, else the kind of fallback its large writes took, else "writes below
-PPIPE_MIN_WRITE". A line that is not a report (a report cut short when its
+for good, else the kind of fallback its large writes took, else "written
+through stdio inside libc" when stdio wrote more into it than write() did,
+else "writes below PPIPE_MIN_WRITE". Bytes that stdio calls left to libc,
+which writes them where libppipe does not see (bytes_stdio: counted only
+where statistics are asked for, as here), are passed-through bytes, and the
+line says how many of them there were:
+
+  libppipe: 3 processes, 0 B accelerated (0.0%), 64.0 MiB passed through
+  (64.0 MiB of it by stdio inside libc); plain pipes: 1 written through
+  stdio inside libc
+
+An exec that hands pipes to a program writes a note of it (the image's
+name and the pipes); a note that no report of that pid and image answers
+means the program did not run libppipe (static, setuid, an environment
+without LD_PRELOAD) or was killed, and the line ends with that:
+
+  ...; 1 pipe handed to programs that did not report (staticw: no libppipe
+  there, or killed), their writes unseen A line that is not a report (a report cut short when its
 writer was killed, anything else) is skipped and counted: "(2 unreadable
 report lines)" at the end of the line, "unreadable_lines" in the JSON.
 
@@ -45,6 +61,7 @@ import sys
 import time
 
 SMALL = "writes below PPIPE_MIN_WRITE"
+STDIO = "written through stdio inside libc"
 
 
 def human(n):
@@ -78,8 +95,16 @@ def is_counters_file(path):
         return fh.read(len(MAGIC)) == MAGIC
 
 
+def is_exec_note(obj):
+    """True for the line an exec writes for the image it hands pipes to:
+    {"pid": .., "exec": {"image": .., "pipes": [inode, ...]}, "totals": {all 0}}."""
+    return isinstance(obj, dict) and isinstance(obj.get("exec"), dict) and \
+        isinstance(obj["exec"].get("pipes"), list) and "pid" in obj
+
+
 def read_reports(files):
-    """The report objects of every file, and how many lines could not be read."""
+    """The report objects of every file, and how many lines could not be
+    read. Exec notes are kept among them, as they are."""
     reports, bad = [], 0
     for f in files:
         with open(f, errors="replace") as fh:
@@ -88,12 +113,29 @@ def read_reports(files):
                     continue
                 try:
                     obj = json.loads(ln)
-                    obj["totals"]["bytes_accelerated"]
+                    if not is_exec_note(obj):
+                        obj["totals"]["bytes_accelerated"]
+                    else:
+                        obj["exec"]["image"]
                 except (ValueError, KeyError, TypeError):
                     bad += 1
                     continue
                 reports.append(obj)
     return reports, bad
+
+
+def unseen_execs(reports, notes):
+    """The exec notes no report answers: no report of that pid names that
+    image, so the program did not run libppipe (static, setuid, an
+    environment without LD_PRELOAD) or was killed, and what it wrote into
+    the pipes it was handed was out of libppipe's sight. {image: pipes}."""
+    ran = {(r.get("pid"), r.get("image")) for r in reports}
+    unseen = {}
+    for n in notes:
+        image = n["exec"].get("image")
+        if (n.get("pid"), image) not in ran:
+            unseen.setdefault(image, set()).update(n["exec"]["pipes"])
+    return unseen
 
 
 # ---- PPIPE_COUNTERS files (shim/hostcounters.h has the format) ----
@@ -272,19 +314,30 @@ def pipe_stories(report):
     return list(open_pipes.values()) + list(report.get("closed_pipes", []))
 
 
+def passed(story):
+    """Bytes a process wrote into a pipe that did not go by vmsplice: by
+    write() that took the real call, and by stdio inside libc."""
+    return story.get("bytes_passthrough", 0) + story.get("bytes_stdio", 0)
+
+
 def plain_reason(stories):
     """Why a pipe stayed plain, from the stories of the processes that wrote most into it."""
-    by_bytes = sorted(stories, key=lambda s: -s.get("bytes_passthrough", 0))
+    by_bytes = sorted(stories, key=lambda s: -passed(s))
     for s in by_bytes:
         if s.get("path") == "passthrough" and s.get("reason"):
             return s["reason"]
     for s in by_bytes:
         if s.get("last_fallback"):
             return s["last_fallback"]
+    if sum(s.get("bytes_stdio", 0) for s in stories) > \
+            sum(s.get("bytes_passthrough", 0) for s in stories):
+        return STDIO
     return SMALL
 
 
-def summarise(reports):
+def summarise(objs):
+    notes = [o for o in objs if is_exec_note(o)]
+    reports = [o for o in objs if not is_exec_note(o)]
     pipes = {}
     for n, r in enumerate(reports):
         for k, s in enumerate(pipe_stories(r)):
@@ -295,16 +348,20 @@ def summarise(reports):
     plain = {}
     for stories in pipes.values():
         acc = sum(s.get("bytes_accelerated", 0) for s in stories)
-        pt = sum(s.get("bytes_passthrough", 0) for s in stories)
+        pt = sum(passed(s) for s in stories)
         if acc == 0 and pt > 0:
             why = plain_reason(stories)
             plain[why] = plain.get(why, 0) + 1
     return {
         "processes": len({r.get("pid") for r in reports}),
         "bytes_accelerated": sum(r["totals"]["bytes_accelerated"] for r in reports),
-        "bytes_passthrough": sum(r["totals"].get("bytes_passthrough", 0) for r in reports),
+        "bytes_passthrough": sum(passed(r["totals"]) for r in reports),
+        "bytes_stdio": sum(r["totals"].get("bytes_stdio", 0) for r in reports),
         "plain_pipes": dict(sorted(plain.items(), key=lambda kv: (-kv[1], kv[0]))),
         "closed_pipes_unlisted": sum(r.get("closed_pipes_unlisted", 0) for r in reports),
+        "unseen_programs": {image: len(p) for image, p in
+                            sorted(unseen_execs(reports, notes).items(),
+                                   key=lambda kv: str(kv[0]))},
     }
 
 
@@ -316,14 +373,21 @@ def line(s, bad):
         acc, pt = s["bytes_accelerated"], s["bytes_passthrough"]
         share = f" ({100.0 * acc / (acc + pt):.1f}%)" if acc + pt else ""
         n = s["processes"]
+        stdio = (f" ({human(s['bytes_stdio'])} of it by stdio inside libc)"
+                 if s["bytes_stdio"] else "")
         text = (f"libppipe: {n} process{'' if n == 1 else 'es'}, {human(acc)} accelerated"
-                f"{share}, {human(pt)} passed through; plain pipes: ")
+                f"{share}, {human(pt)} passed through{stdio}; plain pipes: ")
         if s["plain_pipes"]:
             text += ", ".join(f"{k} {why}" for why, k in s["plain_pipes"].items())
         else:
             text += "none"
         if s["closed_pipes_unlisted"]:
             text += f"; {s['closed_pipes_unlisted']} closed pipes not itemised"
+        if s["unseen_programs"]:
+            n = sum(s["unseen_programs"].values())
+            names = ", ".join(str(k) for k in s["unseen_programs"])
+            text += (f"; {n} pipe{'' if n == 1 else 's'} handed to programs that did not "
+                     f"report ({names}: no libppipe there, or killed), their writes unseen")
     if bad:
         text += f" ({bad} unreadable report line{'' if bad == 1 else 's'})"
     return text

@@ -788,6 +788,8 @@ PP_START void pp_config_load_env(char *const *envp, bool secure)
 		pp_debug("PPIPE_COUNTERS=%s ignored: the process is setuid/setgid (AT_SECURE)",
 			 dropped);
 	}
+	pp_cfg.watch = pp_cfg.debug || pp_cfg.counters[0] ||
+		       (pp_cfg.stats[0] && strcmp(pp_cfg.stats, "0"));
 }
 
 PP_START bool pp_config_load(char *const *envp)

@@ -51,6 +51,12 @@ struct pp_config {
 	enum pp_turns turns; /* PPIPE_TURNS */
 	uint64_t uring_stage; /* PPIPE_URING_STAGE, bytes of a write-behind staging pipe */
 	enum pp_uring_splice uring_splice; /* PPIPE_URING_SPLICE */
+	/*
+	 * Not an option: statistics or explanations were asked for (PPIPE_STATS,
+	 * PPIPE_COUNTERS, PPIPE_DEBUG), so what libppipe leaves to libc is
+	 * counted too (stdio's writes: stdiowrite.h).
+	 */
+	bool watch;
 };
 
 extern struct pp_config pp_cfg;

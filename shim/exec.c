@@ -9,6 +9,7 @@
 #include "config.h"
 #include "log.h"
 #include "pipe.h"
+#include "stats.h"
 #include "sys.h"
 #include "vfork.h"
 
@@ -310,6 +311,7 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
 
 	x->charge.rec = -1;
 	x->spawn = spawn;
+	x->handed = 0;
 	/* No pipe of ours: nothing can leave with the new image. No system call. */
 	if (!pp_active() || (!pp_pipes_live() && !pp_reg_claimed_left()))
 		return (char **)envp;
@@ -334,6 +336,17 @@ PP_COMMON static char **prepare(struct pp_exec_ctx *x, const char *path, char *c
 		else
 			pp_exec_mark_inherited(any_fd);
 		return (char **)envp;
+	}
+	/* The statistics hear what the image was handed: a spawned child's pid comes later. */
+	if (pp_cfg.watch && in.n) {
+		memcpy(x->comm, a.comm, sizeof(x->comm));
+		memcpy(x->inos, in.inos, sizeof(in.inos[0]) * (size_t)in.n);
+		x->handed = in.n;
+		if (!spawn)
+			pp_stats_exec_note(0, x->comm, x->inos, x->handed);
+		pp_debug("exec of %.16s hands on %d pipe(s): they stay plain, and what it writes "
+			 "into them unseen, unless it runs libppipe",
+			 a.comm, in.n);
 	}
 	/*
 	 * The registry's variable goes only where libppipe may start and read
@@ -378,9 +391,11 @@ PP_COMMON void pp_exec_spawned(struct pp_exec_ctx *x, pid_t child)
 {
 	int saved = errno;
 
-	if (child > 0)
+	if (child > 0) {
 		pp_reg_exec_spawned(&x->charge, child);
-	else
+		if (x->handed)
+			pp_stats_exec_note(child, x->comm, x->inos, x->handed);
+	} else
 		pp_reg_exec_failed(&x->charge);
 	errno = saved;
 }

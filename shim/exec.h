@@ -23,6 +23,10 @@
 struct pp_exec_ctx {
 	struct pp_exec_charge charge;
 	bool spawn; /* the image is a posix_spawn() child */
+	/* What it was handed, for the statistics (pp_stats_exec_note) once it has a pid. */
+	char comm[16];
+	int handed;
+	uint64_t inos[PP_EXEC_MAX_PIPES];
 };
 
 /*

@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -245,8 +246,11 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep, bo
 		.closed_unlisted = unlisted,
 	};
 	/* The tree's registry, read page by page: for a report, not for the counters file. */
-	if (itemised)
+	if (itemised) {
 		pp_reg_occupancy(&rep->registry);
+		/* Which program: what an exec's note names it by (pp_stats_exec_note). */
+		PP_SYSCALL(SYS_prctl, PR_GET_NAME, rep->image, 0, 0, 0);
+	}
 }
 
 static struct report_ctx report_ctx; /* large; never on the stack */

@@ -123,12 +123,13 @@ static inline void before_pending(FILE *f)
  * libppipe may accelerate, the call is made by stdiowrite.h, and writes by
  * libppipe's path. Elsewhere, a few loads more before libc's own.
  */
-#define WRAP_WRITE(ret, name, params, args, fail, quick, len, stream, lock, done)           \
+#define WRAP_WRITE(ret, name, params, args, fail, quick, len, stream, lock, done, left)     \
 	static void *next_##name;                                                           \
 	static __attribute__((noinline)) ret slow_##name params                             \
 	{                                                                                   \
 		__typeof__(&name) fn_;                                                      \
 		size_t len_ = 0;                                                            \
+		ret r_;                                                                     \
                                                                                             \
 		before(stream);                                                             \
 		if ((len) && pp_stdio_may_take(stream, len_)) {                             \
@@ -142,16 +143,67 @@ static inline void before_pending(FILE *f)
 			errno = ENOSYS;                                                     \
 			return fail;                                                        \
 		}                                                                           \
-		return fn_ args;                                                            \
+		r_ = fn_ args;                                                              \
+		if (unlikely(pp_cfg.watch))                                                 \
+			libc_wrote(stream, left);                                           \
+		return r_;                                                                  \
 	}                                                                                   \
 	PP_COMMON PP_EXPORT ret(name) params                                                \
 	{                                                                                   \
 		__typeof__(&name) fn_ =                                                     \
 			(__typeof__(&name))__atomic_load_n(&next_##name, __ATOMIC_ACQUIRE); \
-		if (likely(fn_ && !pp_engine_hooks() && !(quick)))                          \
+		if (likely(fn_ && !pp_engine_hooks() && !(quick) &&                         \
+			   !(unlikely(pp_cfg.watch) && pp_stdio_fd_may_take(stream))))      \
 			return fn_ args;                                                    \
 		return slow_##name args;                                                    \
 	}
+
+/*
+ * Defines @name as WRAP does, and where statistics are asked for
+ * (pp_cfg.watch) counts the @left bytes (an expression of the result r_)
+ * that libc wrote for @stream out of sight: stdiowrite.h.
+ */
+#define WRAP_COUNTED(ret, name, params, args, fail, pre, stream, left)                      \
+	static void *next_##name;                                                           \
+	static __attribute__((noinline, cold)) ret slow_##name params                       \
+	{                                                                                   \
+		__typeof__(&name) fn_;                                                      \
+		ret r_;                                                                     \
+		pre;                                                                        \
+		fn_ = (__typeof__(&name))bind_next(&next_##name, #name);                    \
+		if (unlikely(!fn_)) {                                                       \
+			errno = ENOSYS;                                                     \
+			return fail;                                                        \
+		}                                                                           \
+		r_ = fn_ args;                                                              \
+		if (pp_cfg.watch)                                                           \
+			libc_wrote(stream, left);                                           \
+		return r_;                                                                  \
+	}                                                                                   \
+	PP_COMMON PP_EXPORT ret(name) params                                                \
+	{                                                                                   \
+		__typeof__(&name) fn_ =                                                     \
+			(__typeof__(&name))__atomic_load_n(&next_##name, __ATOMIC_ACQUIRE); \
+		if (likely(fn_ && !pp_engine_hooks() && !pp_cfg.watch))                     \
+			return fn_ args;                                                    \
+		return slow_##name args;                                                    \
+	}
+
+/* Bytes a call handed libc for @stream (a FILE *, or an fd for dprintf): counted, out of line. */
+static __attribute__((noinline, cold)) void libc_wrote_file(FILE *f, long long n)
+{
+	if (f && n > 0)
+		pp_libc_wrote(f->_fileno, (size_t)n);
+}
+
+static __attribute__((noinline, cold)) void libc_wrote_fd(int fd, long long n)
+{
+	if (n > 0)
+		pp_libc_wrote(fd, (size_t)n);
+}
+
+#define libc_wrote(stream, n) \
+	_Generic((stream), int : libc_wrote_fd, default : libc_wrote_file)(stream, (long long)(n))
 
 /* The request of an fwrite(), 0 when it overflows (libc's call then says what it says). */
 static inline bool fwrite_len(size_t size, size_t n, size_t *len)
@@ -171,14 +223,16 @@ static inline bool fwrite_len(size_t size, size_t n, size_t *len)
 #define FPUTS_QUICK pp_stdio_fd_may_take(f)
 
 WRAP_WRITE(size_t, fwrite, (const void *buf, size_t size, size_t n, FILE *f), (buf, size, n, f), 0,
-	   FWRITE_QUICK, fwrite_len(size, n, &len_), f, true, FWRITE_DONE)
+	   FWRITE_QUICK, fwrite_len(size, n, &len_), f, true, FWRITE_DONE, r_ *size)
 WRAP_WRITE(size_t, fwrite_unlocked, (const void *buf, size_t size, size_t n, FILE *f),
-	   (buf, size, n, f), 0, FWRITE_QUICK, fwrite_len(size, n, &len_), f, false, FWRITE_DONE)
+	   (buf, size, n, f), 0, FWRITE_QUICK, fwrite_len(size, n, &len_), f, false, FWRITE_DONE,
+	   r_ *size)
 WRAP_WRITE(int, fputs, (const char *buf, FILE *f), (buf, f), EOF, FPUTS_QUICK, (len_ = strlen(buf)),
-	   f, true, FPUTS_DONE)
+	   f, true, FPUTS_DONE, r_ != EOF ? len_ : 0)
 WRAP_WRITE(int, fputs_unlocked, (const char *buf, FILE *f), (buf, f), EOF, FPUTS_QUICK,
-	   (len_ = strlen(buf)), f, false, FPUTS_DONE)
-WRAP(int, puts, (const char *s), (s), EOF, before(stdout))
+	   (len_ = strlen(buf)), f, false, FPUTS_DONE, r_ != EOF ? len_ : 0)
+WRAP_COUNTED(int, puts, (const char *s), (s), EOF, before(stdout), stdout,
+	     r_ != EOF ? strlen(s) + 1 : 0)
 WRAP(int, fputc, (int c, FILE *f), (c, f), EOF, before(f))
 WRAP(int, fputc_unlocked, (int c, FILE *f), (c, f), EOF, before(f))
 WRAP(int, putc, (int c, FILE *f), (c, f), EOF, before(f))
@@ -200,9 +254,11 @@ PP_COMMON PP_EXPORT void(perror)(const char *s)
 
 /* ---- formatted: the variadic forms go through the va_list ones ---- */
 
-WRAP(int, vfprintf, (FILE * f, const char *fmt, va_list ap), (f, fmt, ap), -1, before(f))
-WRAP(int, vprintf, (const char *fmt, va_list ap), (fmt, ap), -1, before(stdout))
-WRAP(int, vdprintf, (int fd, const char *fmt, va_list ap), (fd, fmt, ap), -1, before_fd(fd))
+WRAP_COUNTED(int, vfprintf, (FILE * f, const char *fmt, va_list ap), (f, fmt, ap), -1, before(f), f,
+	     r_)
+WRAP_COUNTED(int, vprintf, (const char *fmt, va_list ap), (fmt, ap), -1, before(stdout), stdout, r_)
+WRAP_COUNTED(int, vdprintf, (int fd, const char *fmt, va_list ap), (fd, fmt, ap), -1, before_fd(fd),
+	     fd, r_)
 
 VARIADIC(fprintf, (FILE * f, const char *fmt, ...), vfprintf, (f, fmt, ap))
 VARIADIC(printf, (const char *fmt, ...), vprintf, (fmt, ap))
@@ -216,12 +272,12 @@ int __fprintf_chk(FILE *f, int flag, const char *fmt, ...);
 int __printf_chk(int flag, const char *fmt, ...);
 int __dprintf_chk(int fd, int flag, const char *fmt, ...);
 
-WRAP(int, __vfprintf_chk, (FILE * f, int flag, const char *fmt, va_list ap), (f, flag, fmt, ap), -1,
-     before(f))
-WRAP(int, __vprintf_chk, (int flag, const char *fmt, va_list ap), (flag, fmt, ap), -1,
-     before(stdout))
-WRAP(int, __vdprintf_chk, (int fd, int flag, const char *fmt, va_list ap), (fd, flag, fmt, ap), -1,
-     before_fd(fd))
+WRAP_COUNTED(int, __vfprintf_chk, (FILE * f, int flag, const char *fmt, va_list ap),
+	     (f, flag, fmt, ap), -1, before(f), f, r_)
+WRAP_COUNTED(int, __vprintf_chk, (int flag, const char *fmt, va_list ap), (flag, fmt, ap), -1,
+	     before(stdout), stdout, r_)
+WRAP_COUNTED(int, __vdprintf_chk, (int fd, int flag, const char *fmt, va_list ap),
+	     (fd, flag, fmt, ap), -1, before_fd(fd), fd, r_)
 
 VARIADIC(__fprintf_chk, (FILE * f, int flag, const char *fmt, ...), __vfprintf_chk,
 	 (f, flag, fmt, ap))

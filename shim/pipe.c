@@ -131,6 +131,7 @@ PP_COMMON struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capac
 	p->engine_word = 0;
 	p->last_fallback = NULL;
 	p->path_told = 0;
+	p->stdio_told = 0;
 	p->local = (struct pp_shared){ 0 };
 	/* One store each: as a loop, its counting cost more than the stores. */
 #define PP_X(name, desc) __atomic_store_n(&p->cnt.v[PP_CNT_##name], 0, __ATOMIC_RELAXED);
@@ -418,6 +419,8 @@ PP_COMMON void pp_pipes_after_fork_child(void)
 		}
 		if (p->path_told)
 			p->path_told = 0;
+		if (p->stdio_told)
+			p->stdio_told = 0;
 		if (p->last_fallback)
 			p->last_fallback = NULL;
 	}

@@ -56,6 +56,7 @@ struct pp_pipe {
 	uint64_t engine_word; /* what the engine holds for it (engine.h), 0 none (atomic) */
 	const char *last_fallback; /* why its last large write took the real call */
 	int path_told; /* PPIPE_DEBUG said which path it took, in this process */
+	int stdio_told; /* PPIPE_DEBUG said that stdio wrote into it out of sight */
 	/* Its state while it has not crossed into another process: */
 	struct pp_shared local __attribute__((aligned(64)));
 	/* Written by every write: */

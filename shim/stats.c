@@ -95,7 +95,8 @@ PP_COMMON long pp_stats_fold_closed(const struct pp_counters *c)
 
 	pp_stats_fold(c);
 	if (!__atomic_load_n(&c->v[PP_CNT_bytes_accelerated], __ATOMIC_RELAXED) &&
-	    !__atomic_load_n(&c->v[PP_CNT_bytes_passthrough], __ATOMIC_RELAXED))
+	    !__atomic_load_n(&c->v[PP_CNT_bytes_passthrough], __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&c->v[PP_CNT_bytes_stdio], __ATOMIC_RELAXED))
 		return -1;
 	i = pp_solo_fetch_add(&closed_n, 1, __ATOMIC_RELAXED);
 	return i < PP_CLOSED_MAX ? (long)i : -1;
@@ -474,6 +475,24 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	pp_out_i64(&o, r->pid);
 	pp_out_str(&o, ",\"version\":");
 	pp_out_json_str(&o, PPIPE_VERSION);
+	pp_out_str(&o, ",\"image\":");
+	{
+		char image[sizeof(r->image) + 1] = "";
+
+		memcpy(image, r->image, sizeof(r->image));
+		pp_out_json_str(&o, image[0] ? image : NULL);
+	}
+	if (r->exec_image) {
+		pp_out_str(&o, ",\"exec\":{\"image\":");
+		pp_out_json_str(&o, r->exec_image);
+		pp_out_str(&o, ",\"pipes\":[");
+		for (int i = 0; i < r->exec_npipes; i++) {
+			if (i)
+				pp_out_mem(&o, ",", 1);
+			pp_out_u64(&o, r->exec_pipes[i]);
+		}
+		pp_out_str(&o, "]}");
+	}
 	pp_out_str(&o, ",\"mode\":");
 	pp_out_json_str(&o, pp_mode_name(pp_cfg.mode));
 	pp_out_str(&o, ",\"engine\":");
@@ -785,5 +804,33 @@ void pp_stats_emit_fd(int fd, const struct pp_stats_report *r)
 
 	snprintf(where, sizeof(where), "fd %d", fd);
 	pp_stats_write(fd, where, r);
+	errno = saved;
+}
+
+PP_COMMON void pp_stats_exec_note(long pid, const char comm[16], const uint64_t *inos, int n)
+{
+	char line[4096], path[PATH_MAX], image[17];
+	struct pp_stats_report r = { .exec_image = image, .exec_pipes = inos, .exec_npipes = n };
+	const char *dest = pp_cfg.stats;
+	int saved = errno;
+	long fd, len;
+
+	/* A report file only: on stderr the line would be the program's output. */
+	if (!dest[0] || !strcmp(dest, "0") || !strcmp(dest, "1") || n <= 0)
+		return;
+	r.pid = (pid_t)(pid > 0 ? pid : PP_SYSCALL(SYS_getpid));
+	memcpy(image, comm, 16);
+	image[16] = 0;
+	len = pp_stats_format(&r, line, sizeof(line));
+	if (len <= 0 || pp_stats_path(dest, r.pid, path, sizeof(path)) < 0)
+		goto out;
+	/* One small append: lines of many processes do not interleave. */
+	fd = PP_SYSCALL(SYS_openat, AT_FDCWD, path,
+			O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+	if (fd < 0)
+		goto out;
+	pp_write_all((int)fd, line, (size_t)len);
+	pp_sys_close((int)fd);
+out:
 	errno = saved;
 }

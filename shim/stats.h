@@ -49,7 +49,8 @@
 	X(writes_nonblocking, "of the accelerated writes, those to a non-blocking write end")   \
 	X(bytes_vmspliced, "of bytes_accelerated, bytes vmsplice put in (the rest: real call)") \
 	X(span_commits, "of the accelerated writes, spans committed in place (ppipe.h)")        \
-	X(stdio_writes, "fwrite/fputs calls on a stream of the pipe that libppipe made")
+	X(stdio_writes, "fwrite/fputs calls on a stream of the pipe that libppipe made")        \
+	X(bytes_stdio, "bytes stdio calls left to libc, written out of sight (PPIPE_STATS...)")
 
 enum pp_counter {
 #define PP_X(name, desc) PP_CNT_##name,
@@ -196,6 +197,11 @@ struct pp_stats_registry {
 
 struct pp_stats_report {
 	pid_t pid;
+	char image[16]; /* the program's name as the kernel gives it; "" (null) unknown */
+	/* An exec's note (pp_stats_exec_note): the image it hands pipes to, and those pipes. */
+	const char *exec_image;
+	const uint64_t *exec_pipes;
+	int exec_npipes;
 	const char *engine; /* "vmsplice", "passthrough" */
 	const char *engine_reason; /* e.g. "vmsplice copies on this kernel" */
 	const char *thp; /* huge pages for rings, and why: "on, measured: ..." */
@@ -240,5 +246,17 @@ long pp_stats_format(const struct pp_stats_report *r, char *buf, size_t len);
 void pp_stats_emit(const char *dest, const struct pp_stats_report *r);
 /* Writes @r to an open fd (ppipe_stats_dump). */
 void pp_stats_emit_fd(int fd, const struct pp_stats_report *r);
+
+/*
+ * An exec handed the @n pipes @inos to the image the kernel calls @comm,
+ * which runs as @pid (0: this process): one line in the PPIPE_STATS file
+ * (a path only), a report with nothing in it (every field there, every
+ * count 0, so that whoever reads reports reads it too) and
+ * "exec":{"image":..,"pipes":[..]}. A line of the same pid after it says
+ * the image ran libppipe; none, that it did not (or was killed): what it
+ * wrote into those pipes was out of sight (ppipe-stats-sum says so).
+ * Stack and system calls only: a vfork child may call it.
+ */
+void pp_stats_exec_note(long pid, const char comm[16], const uint64_t *inos, int n);
 
 #endif

@@ -17,6 +17,7 @@
 #include "real.h"
 #include "ring.h"
 #include "sys.h"
+#include "vfork.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -421,4 +422,31 @@ size_t pp_stdio_write(FILE *f, const void *buf, size_t n, bool lock)
 	}
 	pthread_cleanup_pop(1);
 	return r;
+}
+
+void pp_libc_wrote(int fd, size_t n)
+{
+	int saved = errno;
+	enum pp_end end;
+	struct pp_pipe *p;
+
+	if (!n || fd < 0 || pp_in_vfork_child() || !(p = pp_write_enter(fd, &end)))
+		goto out;
+	if (end == PP_END_WRITE) {
+		pp_count(&p->cnt, PP_CNT_bytes_stdio, n);
+		pp_note_large_write();
+		if (unlikely(pp_cfg.debug) &&
+		    !__atomic_exchange_n(&p->stdio_told, 1, __ATOMIC_RELAXED))
+			pp_debug(
+				"pipe inode %llu (fd %d): written through stdio inside libc, out of "
+				"libppipe's sight (%s)",
+				(unsigned long long)pp_pipe_ino(p), fd,
+				pp_engine != &pp_engine_vmsplice ?
+					"write-behind leaves streams to libc" :
+				n < pp_cfg.min_write ? "calls below PPIPE_MIN_WRITE" :
+						       "a stream libppipe does not take");
+	}
+	pp_pipe_leave(p);
+out:
+	errno = saved;
 }

@@ -76,4 +76,15 @@ static inline bool pp_stdio_may_take(const FILE *f, size_t n)
  */
 size_t pp_stdio_write(FILE *f, const void *buf, size_t n, bool lock);
 
+/*
+ * A stdio call handed @n bytes for @fd to libc, which writes them out of
+ * libppipe's sight (below PPIPE_MIN_WRITE, a stream libppipe does not
+ * take, printf...). Where @fd is a write end of a pipe libppipe tracks
+ * (or learns: fdlearn.h), they are counted (bytes_stdio) and, with
+ * PPIPE_DEBUG, said once per pipe: the statistics do not call a pipe
+ * plain and empty that stdio wrote into. Only when pp_cfg.watch (the
+ * wrappers' check): its cost is the fd's lookup.
+ */
+void pp_libc_wrote(int fd, size_t n);
+
 #endif

@@ -8,10 +8,13 @@ known to the byte: 1 MiB accelerated, 200100 bytes passed through, three
 plain pipes for three reasons. Cases:
 
   sum      run with PPIPE_STATS=<dir>/%p.json; ppipe-stats-sum --json on the
-           directory must give exactly those bytes, processes and reasons
+           directory must give exactly those bytes, processes and reasons,
+           and name "true" as a program handed a pipe that reported nothing
   -s --    ppipe-run -s -- sh -c 'tree-bytes; exit 3': exit status 3, and the
            last stderr line is the tree's, the shell counted in
   -s       ppipe-run -s tree-bytes (no --): status 0, the same line without sh
+  stdio    ppipe-run -s -- sh -c 'seq ... | cat': the bytes seq's stdio wrote
+           are passed through, by stdio inside libc, not 0 B
   plain    ppipe-run -- sh -c ...: the command gets LD_PRELOAD, no line printed
 Each run gets a TMPDIR of its own, which must be empty afterwards.
 
@@ -29,9 +32,12 @@ TIMEOUT = 120
 HOLDER = "an exec'd holder has not confirmed (no libppipe there, yet or at all)"
 UNALIGNED = "non-blocking, pipe not empty and size not page-aligned"
 PLAIN = {HOLDER: 1, "writes below PPIPE_MIN_WRITE": 1, UNALIGNED: 1}
+# The spawned "true" never runs libppipe: the note of its exec goes unanswered.
+UNSEEN = ("; 1 pipe handed to programs that did not report (true: no libppipe there, or "
+          "killed), their writes unseen")
 LINE = ("libppipe: {n} processes, 1.00 MiB accelerated (84.0%), 195 KiB passed through; "
         "plain pipes: 1 " + HOLDER + ", 1 " + UNALIGNED + ", "
-        "1 writes below PPIPE_MIN_WRITE")
+        "1 writes below PPIPE_MIN_WRITE" + UNSEEN)
 
 
 class Fail(Exception):
@@ -77,7 +83,7 @@ def case_sum(tree, lib, work, summer):
                          universal_newlines=True, check=True).stdout
     s = json.loads(out)
     want = {"processes": 3, "bytes_accelerated": 1 << 20, "bytes_passthrough": 200100,
-            "plain_pipes": PLAIN}
+            "plain_pipes": PLAIN, "unseen_programs": {"true": 1}}
     got = {k: s[k] for k in want}
     if got != want:
         raise Fail(f"sum: got {got}, want {want}")
@@ -114,6 +120,25 @@ def case_s(run_script, tree, lib, work):
     return "ppipe-run -s without --: exit 0, the same line"
 
 
+def case_stdio(run_script, lib, work):
+    """seq writes its lines through stdio: libc writes them out of libppipe's
+    sight, and the line says so instead of 0 B passed through."""
+    env = base_env(work)
+    env["LIBPPIPE_PATH"] = lib
+    # The default threshold: seq's flushes of its 4 KiB buffer stay below it.
+    env.pop("PPIPE_MIN_WRITE", None)
+    r = run([run_script, "-s", "--", "sh", "-c", "seq 1 100000 | cat > /dev/null"], env,
+            "ppipe-run -s seq")
+    line = last_line(r)
+    # seq 1 100000 prints 588895 bytes: 575 KiB.
+    want = ("575 KiB passed through (575 KiB of it by stdio inside libc); plain pipes: 1 "
+            "written through stdio inside libc")
+    if r.returncode != 0 or want not in line:
+        raise Fail(f"ppipe-run -s seq: exit {r.returncode}, last line\n  {line!r}\n"
+                   f"want it to have\n  {want!r}")
+    return "ppipe-run -s seq | cat: " + want
+
+
 def case_plain(run_script, lib, work):
     env = base_env(work)
     env["LIBPPIPE_PATH"] = lib
@@ -141,6 +166,7 @@ def main(argv):
         cases = [lambda: case_sum(tree, lib, work, summer),
                  lambda: case_dashdash(run_script, tree, lib, work),
                  lambda: case_s(run_script, tree, lib, work),
+                 lambda: case_stdio(run_script, lib, work),
                  lambda: case_plain(run_script, lib, work)]
         for c in cases:
             try:

@@ -7,7 +7,8 @@ Feeds the summing script directories of made-up reports and checks its JSON
 and its line: each pipe counted once however many processes and fds show it,
 open and closed pipes alike; the reason a plain pipe is counted under; reports
 from before closed_pipes and last_fallback existed; unreadable lines; byte
-formatting.
+formatting; bytes stdio wrote out of sight; exec notes that no report of the
+image answers (a program without libppipe), and those a report answers.
 """
 import importlib.util
 import json
@@ -143,6 +144,48 @@ def test_old_and_bad(script, base):
     check(r.returncode == 2, f"missing directory: exit {r.returncode}")
 
 
+def test_unseen(script, base):
+    """Bytes stdio left to libc are passed through, and name the pipe's reason;
+    an exec note that no report of that pid and image answers names its program."""
+    stdio = pipe(30, "vmsplice", "created here, readers known", pt=0)
+    stdio["bytes_stdio"] = 70000
+    writer = report(501, fds=[dict(stdio, fd=1)])
+    writer["totals"]["bytes_stdio"] = 70000
+    writer["image"] = "openssl"
+    mixed = pipe(31, "vmsplice", "created here, readers known", pt=5000)
+    mixed["bytes_stdio"] = 100
+    other = report(502, closed=[mixed])
+    other["totals"]["bytes_stdio"] = 100
+    other["image"] = "sh"
+    notes = [{"pid": 503, "version": "x", "exec": {"image": "staticw", "pipes": [40, 41]}},
+             {"pid": 504, "version": "x", "exec": {"image": "cat", "pipes": [40]}},
+             {"pid": 505, "version": "x", "exec": {"image": "gone", "pipes": [42]}}]
+    cat = report(504)
+    cat["image"] = "cat"
+    # pid 505 reported, but as another image: the note's program did not.
+    again = report(505)
+    again["image"] = "sh"
+    d = write_dir(base, "unseen", {"501.json": [writer], "502.json": [other],
+                                   "503.json": [notes[0]], "504.json": [notes[1], cat],
+                                   "505.json": [notes[2], again]})
+    r = run(script, d, "--json")
+    s = json.loads(r.stdout)
+    check(r.returncode == 0 and s["unreadable_lines"] == 0,
+          f"unseen: exit {r.returncode}, unreadable {s.get('unreadable_lines')}: {r.stderr}")
+    check(s["processes"] == 4, f"unseen: processes {s['processes']} (notes are none)")
+    check(s["bytes_passthrough"] == 70000 + 5000 + 100 and s["bytes_stdio"] == 70100,
+          f"unseen: passed through {s['bytes_passthrough']}, stdio {s['bytes_stdio']}")
+    want = {"written through stdio inside libc": 1, "writes below PPIPE_MIN_WRITE": 1}
+    check(s["plain_pipes"] == want, f"unseen: plain {s['plain_pipes']}, want {want}")
+    check(s["unseen_programs"] == {"gone": 1, "staticw": 2},
+          f"unseen: programs {s['unseen_programs']}")
+    text = run(script, d).stdout.strip()
+    check("73.3 KiB passed through (68.5 KiB of it by stdio inside libc)" in text and
+          text.endswith("3 pipes handed to programs that did not report (gone, staticw: no "
+                        "libppipe there, or killed), their writes unseen"),
+          f"unseen: line {text!r}")
+
+
 def test_human(script):
     spec = importlib.util.spec_from_file_location("sumscript", script)
     mod = importlib.util.module_from_spec(spec)
@@ -163,6 +206,7 @@ def main(argv):
         test_tree(script, base)
         test_unknown_inode(script, base)
         test_old_and_bad(script, base)
+        test_unseen(script, base)
         test_human(script)
     finally:
         shutil.rmtree(base, ignore_errors=True)

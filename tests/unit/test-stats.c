@@ -459,13 +459,13 @@ static void test_format(void)
 		     "\"bytes_accelerated\":0,\"writes_passthrough\":9,"),
 	      "fd 7: %s", buf);
 	CHECK(strstr(buf,
-		     "\"bytes_vmspliced\":0,\"span_commits\":0,\"stdio_writes\":0}],\"closed_pipes\":[{\"inode\":77,\"path\":"
+		     "\"bytes_vmspliced\":0,\"span_commits\":0,\"stdio_writes\":0,\"bytes_stdio\":0}],\"closed_pipes\":[{\"inode\":77,\"path\":"
 		     "\"passthrough\",\"reason\":\"read end inherited across exec\","
 		     "\"last_fallback\":\"readers no longer known\",\"writes_accelerated\":0,"
 		     "\"bytes_accelerated\":0,\"writes_passthrough\":0,\"bytes_passthrough\":5000,"),
 	      "closed pipe: %s", buf);
 	CHECK(strstr(buf,
-		     "\"bytes_vmspliced\":0,\"span_commits\":0,\"stdio_writes\":0}],\"closed_pipes_unlisted\":3}\n"),
+		     "\"bytes_vmspliced\":0,\"span_commits\":0,\"stdio_writes\":0,\"bytes_stdio\":0}],\"closed_pipes_unlisted\":3}\n"),
 	      "end: %s", buf);
 
 	/* Mode follows the configuration. */
@@ -493,16 +493,17 @@ static void test_format_exact(void)
 		memcpy(version, v, (size_t)(strchr(v, '"') - v));
 	CHECK(version[0], "empty version");
 
-	p += sprintf(p,
-		     "{\"pid\":1,\"version\":\"%s\",\"mode\":\"auto\",\"engine\":null,"
-		     "\"engine_reason\":null,\"thp\":null,"
-		     "\"write_behind\":{\"state\":null,\"stages\":0,\"staged_bytes\":0,"
-		     "\"moved_bytes\":0,\"splices\":0,\"dropped_bytes\":0,\"errors_reported\":0,"
-		     "\"flush_waits\":0},"
-		     "\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,"
-		     "\"pressure_episodes\":0,\"exited_rings_reused\":0,"
-		     "\"exited_rings_freed\":0},\"registry\":null,\"totals\":{",
-		     version);
+	p += sprintf(
+		p,
+		"{\"pid\":1,\"version\":\"%s\",\"image\":null,\"mode\":\"auto\",\"engine\":null,"
+		"\"engine_reason\":null,\"thp\":null,"
+		"\"write_behind\":{\"state\":null,\"stages\":0,\"staged_bytes\":0,"
+		"\"moved_bytes\":0,\"splices\":0,\"dropped_bytes\":0,\"errors_reported\":0,"
+		"\"flush_waits\":0},"
+		"\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,"
+		"\"pressure_episodes\":0,\"exited_rings_reused\":0,"
+		"\"exited_rings_freed\":0},\"registry\":null,\"totals\":{",
+		version);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);
 	sprintf(p, "},\"latency_ns\":{\"count\":0,\"avg\":0,\"p50\":0,\"p99\":0,\"max\":0,"
@@ -519,6 +520,25 @@ static void test_format_exact(void)
 	pp_stats_format(&r, buf, sizeof(buf));
 	CHECK(json_line(buf) && strstr(buf, "{\"fd\":-1,") && strstr(buf, "\"pid\":2147483647,"),
 	      "negative fd: %s", buf);
+
+	/* The program's name, and an exec's note: the image it hands pipes to, escaped. */
+	{
+		static const uint64_t pipes[2] = { 7, 18446744073709551615ull };
+		struct pp_stats_report e = { .pid = 3,
+					     .image = "sh",
+					     .exec_image = "a\"b",
+					     .exec_pipes = pipes,
+					     .exec_npipes = 2 };
+
+		pp_stats_format(&e, buf, sizeof(buf));
+		CHECK(json_line(buf) &&
+			      strstr(buf, "\"image\":\"sh\",\"exec\":{\"image\":\"a\\\"b\","
+					  "\"pipes\":[7,18446744073709551615]},\"mode\":"),
+		      "exec note: %s", buf);
+		e.exec_image = NULL;
+		pp_stats_format(&e, buf, sizeof(buf));
+		CHECK(!strstr(buf, "\"exec\""), "no note, no exec: %s", buf);
+	}
 }
 
 static void test_small_buffers(void)
