@@ -5,15 +5,18 @@ Runs a matrix of ppipe-bench configurations twice per repetition (baseline
 without LD_PRELOAD, then shim with the preload library), takes medians and
 prints cover-letter shaped tables; optionally writes JSON, CSV and SVG.
 The pipeline matrix runs shell pipelines of ppipe-stage programs instead,
-and of real programs (dd, cat, head, sha1sum), with LD_PRELOAD in the
-environment of the sh. Every throughput result carries the CPU time per
-GiB moved on each side: ppipe-bench's own count of its writers and
-readers, or every process of a pipeline. The overhead matrix runs
-ppipe-overhead, which times everyday operations the library cannot speed
-up (process start, fork, exec, a pipe's life, small writes, a shell loop):
-its ratios are of time, preloaded/plain, so lower is better there, and
-an empty preloaded library runs beside the library in every repetition:
-the floor any preload pays, from which the library's excess is measured.
+and of real programs (dd, cat, head, sha1sum; then zstd, lz4 and gzip
+decompressing into wc -c, and tar c into tar x, on text-like data made
+once per run in a private temporary directory and removed at its end),
+with LD_PRELOAD in the environment of the sh. Every throughput result
+carries the CPU time per GiB moved on each side: ppipe-bench's own count
+of its writers and readers, or every process of a pipeline. The overhead
+matrix runs ppipe-overhead, which times everyday operations the library
+cannot speed up (process start, fork, exec, a pipe's life, small writes,
+a shell loop): its ratios are of time, preloaded/plain, so lower is
+better there, and an empty preloaded library runs beside the library in
+every repetition: the floor any preload pays, from which the library's
+excess is measured.
 With --config, every repetition runs plain and then the library once per named
 environment (engines, options), and the tables put them side by side.
 The api matrix asks how writers that make every block hand it to the pipe:
@@ -33,6 +36,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import re
 import resource
 import shlex
@@ -41,6 +45,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from xml.sax.saxutils import escape
@@ -127,8 +132,10 @@ PRESETS = {"quick": {"duration": 1.0, "pipeline_duration": 1.0, "reps": 3,
 # pipes, bytes per write() of the first stage where the command fixes it,
 # the command). {mib}, {blocks} (of 64 KiB) and {bytes} are the amount per
 # run. Each run is checked: every dd reports all the bytes, sha1sum the
-# digest of that many zeros; a sink that writes to /dev/null is counted by
-# a check run before the timed ones, with "| wc -c" in its place.
+# digest of that many zeros, a final wc -c all of them; a sink that writes
+# to /dev/null is counted by a check run before the timed ones, with
+# "| wc -c" in its place. The pipelines of PROGRAM_DATA come last: they
+# read the run's generated data, in its directory.
 PROGRAM_PIPELINES = (
     ("dd | dd", 1, 1048576,
      "dd if=/dev/zero bs=1M count={mib} | dd of=/dev/null bs=1M"),
@@ -137,7 +144,43 @@ PROGRAM_PIPELINES = (
     ("dd | cat | cat", 2, 1048576,
      "dd if=/dev/zero bs=1M count={mib} | cat | cat > /dev/null"),
     ("head | sha1sum", 1, None, "head -c {bytes} /dev/zero | sha1sum"),
+    ("zstd -dc | wc -c", 1, None, "zstd -dc data.zst | wc -c"),
+    ("lz4 -dc | wc -c", 1, None, "lz4 -dc data.lz4 | wc -c"),
+    ("gzip -dc | wc -c", 1, None, "gzip -dc data.gz | wc -c"),
+    # tar's own records: 20 blocks of 512 bytes.
+    ("tar c | tar x", 1, 10240, "tar cf - -C src data | tar xf - -C out"),
 )
+# The pipelines that read the run's data: --program-bytes of text-like
+# lines, DATA_SRC/DATA_FILE, made once per run (when one of them runs) in a
+# private temporary directory, in which they run and which is removed at
+# the end. By shape: (the file the pipeline reads; the command that makes
+# it from the data, writing it to stdout, or None where the pipeline reads
+# the data itself; the file the pipeline extracts, or None). Compressors
+# run plain, at fast single-threaded levels. An extracted file must be as
+# long as the data; its directory, DATA_OUT, is emptied before every run.
+DATA_SRC = "src"
+DATA_FILE = "data"
+DATA_OUT = "out"
+PROGRAM_DATA = {
+    "zstd -dc | wc -c": ("data.zst", ("zstd", "-1", "-T1", "-c"), None),
+    "lz4 -dc | wc -c": ("data.lz4", ("lz4", "-1", "-c"), None),
+    "gzip -dc | wc -c": ("data.gz", ("gzip", "-1", "-c"), None),
+    "tar c | tar x": (f"{DATA_SRC}/{DATA_FILE}", None,
+                      f"{DATA_OUT}/{DATA_FILE}"),
+}
+DATA_NOTE = ("text-like lines of numbers and words, as logs are; made once "
+             "per run, each compressed file from it")
+# The data repeats a block of this size: more than the window of each
+# compressor's level (zstd -1: 512 KiB, lz4: 64 KiB, gzip: 32 KiB), so
+# the repetition makes none of their work easier.
+DATA_BLOCK = 8 << 20
+DATA_WORDS = ("GET", "PUT", "POST", "HEAD", "ok", "error", "timeout",
+              "retry", "cache", "hit", "miss", "user", "session", "request",
+              "response", "upstream", "worker", "queue", "backend", "connect",
+              "closed", "reset", "accepted", "rejected", "slow", "query",
+              "index", "commit", "rollback", "flush", "compaction", "shard")
+DATA_LEVELS = ("INFO", "INFO", "INFO", "DEBUG", "DEBUG", "WARN", "ERROR")
+DATA_SERVICES = ("api", "auth", "cache", "db", "gateway", "queue", "worker")
 # A sink whose output is thrown away, and what counts it in a check run.
 NULL_SINK = " > /dev/null"
 COUNT_SINK = " | wc -c"
@@ -264,6 +307,20 @@ class Fatal(Exception):
     def __init__(self, message, status):
         super().__init__(message)
         self.status = status
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where it arrives while the run's data
+    exists, so that the data is removed as after an interrupt."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_signalled(signum, _frame):
+    """Signal handler: raise Signalled."""
+    raise Signalled(signum)
 
 
 class Parser(argparse.ArgumentParser):
@@ -598,6 +655,11 @@ def is_program(result):
     return result.get("mode") == "programs"
 
 
+def reads_data(c):
+    """True for a pipeline of real programs that reads the run's data."""
+    return is_program(c) and c["shape"] in PROGRAM_DATA
+
+
 def build_matrix(preset, only, memory_pressure=False, program_bytes=None,
                  configs=False):
     """List of configurations (dicts) for the preset, optionally filtered.
@@ -904,16 +966,16 @@ def end_group(proc, sig):
         pass
 
 
-def run_command(cmd, env, timeout):
-    """Run a command; return (exit status, stdout, stderr); the status is
-    None when it could not start or did not end in time. The command leads
-    a process group of its own, so that a time out ends all its processes
-    (every stage of a pipeline), not only the first; an interrupt is passed
-    on to the group as the terminal would."""
+def run_command(cmd, env, timeout, cwd=None):
+    """Run a command (in cwd, if given); return (exit status, stdout,
+    stderr); the status is None when it could not start or did not end in
+    time. The command leads a process group of its own, so that a time out
+    ends all its processes (every stage of a pipeline), not only the first;
+    an interrupt is passed on to the group as the terminal would."""
     try:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+                                text=True, start_new_session=True, cwd=cwd)
     except OSError as exc:
         return None, None, str(exc)
     try:
@@ -944,7 +1006,7 @@ def run_bench(cmd, env, timeout):
     return status, data, err
 
 
-def run_measured(cmd, env, timeout):
+def run_measured(cmd, env, timeout, cwd=None):
     """Run a command as run_command does; return its (exit status, stdout,
     stderr) and what it took: the wall time from its start to its end, and
     the CPU time of it and of every process below it that was waited for
@@ -952,7 +1014,7 @@ def run_measured(cmd, env, timeout):
     and after: nothing else is reaped meanwhile)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    status, out, err = run_command(cmd, env, timeout)
+    status, out, err = run_command(cmd, env, timeout, cwd)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return status, out, err, {"wall_s": wall,
@@ -1181,14 +1243,103 @@ def program_timeout(c):
     return 120 + c["bytes"] / (1 << 20)
 
 
-def program_record(c, side, env):
+def data_block(size):
+    """size bytes of text-like lines, as a service's log has: a time, a
+    level, a host and a process, words and numbers (the same bytes for the
+    same size in every run)."""
+    rng = random.Random(20260101)
+    lines = []
+    total = 0
+    ms = 0
+    while total < size:
+        ms += rng.randrange(40)
+        sec, milli = divmod(ms, 1000)
+        minute, sec = divmod(sec, 60)
+        hour, minute = divmod(minute, 60)
+        words = " ".join(rng.choice(DATA_WORDS)
+                         for _ in range(rng.randrange(2, 7)))
+        line = (f"2026-01-{1 + hour // 24:02d}T{hour % 24:02d}:{minute:02d}:"
+                f"{sec:02d}.{milli:03d}Z {rng.choice(DATA_LEVELS)} "
+                f"host{rng.randrange(12):02d} {rng.choice(DATA_SERVICES)}"
+                f"[{rng.randrange(1000, 1100)}]: {words} "
+                f"id={rng.randrange(100000)} bytes={rng.randrange(20000)} "
+                f"ms={rng.randrange(5000) / 10:.1f}\n")
+        lines.append(line)
+        total += len(line)
+    return "".join(lines).encode("ascii")[:size]
+
+
+def write_data(path, nbytes):
+    """Write nbytes of text-like lines to path: a block of DATA_BLOCK bytes
+    again and again (the last time cut short)."""
+    block = data_block(min(nbytes, DATA_BLOCK))
+    with open(path, "wb") as f:
+        for _ in range(nbytes // len(block)):
+            f.write(block)
+        f.write(block[:nbytes % len(block)])
+
+
+def make_program_data(folder, shapes, env, nbytes, quiet):
+    """Make the data of the pipelines of real programs that read it (their
+    shapes) in folder: nbytes of text-like lines and, for each of them
+    that reads a compressed file, that file, compressed by its tool once,
+    plain. Returns what settings.programs.data records."""
+    if not quiet:
+        tools = ", ".join(dict.fromkeys(shape.split()[0] for shape in shapes))
+        sys.stderr.write(f"{PROG}: making {human_bytes(nbytes)} of data for "
+                         f"{tools} in {folder}\n")
+    os.mkdir(os.path.join(folder, DATA_SRC))
+    os.mkdir(os.path.join(folder, DATA_OUT))
+    source = f"{DATA_SRC}/{DATA_FILE}"
+    write_data(os.path.join(folder, source), nbytes)
+    compressed = {}
+    for shape in shapes:
+        name, argv, _ = PROGRAM_DATA[shape]
+        if argv is None:
+            continue
+        command = list(argv) + [source]
+        text = f"{' '.join(command)} > {name}"
+        try:
+            with open(os.path.join(folder, name), "wb") as out:
+                proc = subprocess.run(
+                    command, env=program_env(env), cwd=folder,
+                    stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.PIPE, text=True,
+                    timeout=120 + nbytes / (1 << 20), check=False)
+            status, err = proc.returncode, proc.stderr
+            size = os.path.getsize(os.path.join(folder, name))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            status, err, size = None, str(exc), 0
+        if status != 0 or not size:
+            why = stderr_line(err) or (f"exit status {status}" if status
+                                       else "no output")
+            raise Fatal(f"{PROG}: making the data of programs {shape} "
+                        f"failed: {text}: {why}", 1)
+        compressed[shape] = {"file": name, "command": text, "bytes": size}
+    return {"what": DATA_NOTE, "compressed": compressed}
+
+
+def empty_dir(path):
+    """Make path an empty directory."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.mkdir(path)
+
+
+def program_record(c, side, env, data=None):
     """One timed run of a pipeline of real programs: its MB/s over the
     whole pipeline's wall time (the sh's start to its end) and the CPU of
     all its processes per GiB, after the checks that every byte went
-    through: the count each dd reports, the digest sha1sum prints."""
+    through: the count each dd reports, the digest sha1sum prints, the
+    count of a final wc -c, the size of what tar x extracted. data is the
+    directory of the run's data, in which a pipeline that reads it runs
+    (its extraction directory emptied first)."""
+    cwd = data if reads_data(c) else None
+    extracted = PROGRAM_DATA[c["shape"]][2] if cwd else None
+    if extracted:
+        empty_dir(os.path.join(cwd, os.path.dirname(extracted)))
     status, out, err, usage = run_measured(["sh", "-c", c["command"]],
                                            program_env(env),
-                                           program_timeout(c))
+                                           program_timeout(c), cwd)
     fatal = program_failure(c, side, status, err, False)
     if fatal:
         raise fatal
@@ -1204,6 +1355,20 @@ def program_record(c, side, env):
         raise Fatal(f"{PROG}: verification failed: {where}: sha1sum printed "
                     f"{out.strip()[:60]!r}, not the digest of "
                     f"{c['bytes']} zero bytes", 1)
+    if program_stages(c)[-1] == "wc" and out.strip() != str(c["bytes"]):
+        raise Fatal(f"{PROG}: verification failed: {where}: wc -c counted "
+                    f"{out.strip()[:60] or 'nothing'}, not {c['bytes']} "
+                    "bytes", 1)
+    if extracted:
+        try:
+            size = os.stat(os.path.join(cwd, extracted)).st_size
+        except OSError:
+            size = None
+        if size != c["bytes"]:
+            got = "nothing" if size is None else f"{size} bytes"
+            raise Fatal(f"{PROG}: verification failed: {where}: "
+                        f"{program_stages(c)[-1]} extracted {got} into "
+                        f"{extracted}, not {c['bytes']} bytes", 1)
     rec = {key: None for key in METRICS + SHARE_METRICS}
     rec["mbps"] = c["bytes"] / usage["wall_s"] / (1 << 20)
     rec.update(usage_cpu(usage, c["bytes"]))
@@ -1426,7 +1591,8 @@ def run_conditions(conds, programs, lib, envs, settings, opts, progress,
                 env_side, produce = API_RUNS[side] if api else (side, None)
                 side_lib = lib if env_side != "baseline" else None
                 if programs_run:
-                    runs[k][side].append(program_record(c, side, envs[side]))
+                    runs[k][side].append(program_record(
+                        c, side, envs[side], programs.get("data")))
                     progress.step()
                     continue
                 usage = None
@@ -1510,8 +1676,9 @@ def run_matrix(configs, programs, lib, envs, settings, quiet):
     """Run every configuration and repetition; return the result list.
 
     programs holds the paths of "bench" and (for pipelines) "stage" and
-    (for the overhead matrix) "overhead"; envs the sides in the order
-    each repetition runs them (child_envs).
+    (for the overhead matrix) "overhead", and "data", the directory of
+    the data the pipelines of real programs read, when they do; envs the
+    sides in the order each repetition runs them (child_envs).
     """
     sides = list(envs)
     opts = {"verify": settings["verify"],
@@ -2456,10 +2623,21 @@ def memcpy_line(results, memcpy_mbps, ring_mbps=None):
 
 
 def program_skip_lines(settings):
-    """The pipelines of real programs left out, and why."""
-    skipped = (settings.get("programs") or {}).get("skipped") or {}
+    """The data the pipelines of real programs read, when they did, and
+    the pipelines left out, and why."""
+    programs = settings.get("programs") or {}
+    skipped = programs.get("skipped") or {}
     lines = [f"  pipeline of real programs {shape}: skipped, {why}"
              for shape, why in skipped.items()]
+    data = programs.get("data")
+    if data:
+        made = [f"{100 * v['bytes'] / programs['bytes']:.1f}% by "
+                f"{v['command'].split(' -c ')[0]}"
+                for v in data["compressed"].values()]
+        lines.insert(0, "  data of the pipelines of real programs: "
+                     f"{human_bytes(programs['bytes'])} of text-like lines, "
+                     "made once"
+                     + (f"; compressed to {', '.join(made)}" if made else ""))
     return lines + [""] if lines else []
 
 
@@ -3076,7 +3254,28 @@ def cmd_run(argv):
     if pipelines:
         probe_stage(programs["stage"], lib, envs)
     set_work(configs, programs["bench"], envs, settings)
-    results = run_matrix(configs, programs, lib, envs, settings, args.quiet)
+    data_shapes = [c["shape"] for c in configs if reads_data(c)]
+    handlers = {}
+    try:
+        if data_shapes:
+            # Removed on the way out, after an interrupt or termination too.
+            for signum in (signal.SIGTERM, signal.SIGHUP):
+                handlers[signum] = signal.signal(signum, raise_signalled)
+            try:
+                programs["data"] = tempfile.mkdtemp(prefix=f"{PROG}-")
+                settings["programs"]["data"] = make_program_data(
+                    programs["data"], data_shapes, envs["baseline"],
+                    settings["programs"]["bytes"], args.quiet)
+            except OSError as exc:
+                raise Fatal(f"{PROG}: making the data of the pipelines of "
+                            f"real programs failed: {exc}", 1) from exc
+        results = run_matrix(configs, programs, lib, envs, settings,
+                             args.quiet)
+    finally:
+        if programs.get("data"):
+            shutil.rmtree(programs["data"], ignore_errors=True)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     host = host_info()
     host["memcpy_mbps_1m"] = memcpy_reference(programs["bench"], envs)
     host["ring_mbps_1m"] = ring_reference(programs["bench"], envs)
@@ -3611,9 +3810,9 @@ def main(argv):
     except Fatal as exc:
         sys.stderr.write(f"{exc}\n")
         return exc.status
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         sys.stderr.write(f"\n{PROG}: interrupted\n")
-        return 130
+        return 128 + int(getattr(exc, "signum", signal.SIGINT))
 
 
 if __name__ == "__main__":

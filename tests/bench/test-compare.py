@@ -42,13 +42,24 @@ RESULT_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
 PIPELINE_KEYS = RESULT_KEYS | {"hops"}
 PROGRAM_KEYS = PIPELINE_KEYS | {"shape", "command", "bytes"}
 # The pipelines of real programs: shape, pipes, first write size, command
-# with its amounts.
+# with its amounts; those that read the run's data last.
 PROGRAMS = [("dd | dd", 1, 1048576, "dd if=/dev/zero bs=1M count={mib} | dd of=/dev/null bs=1M"),
             ("dd | cat", 1, 65536, "dd if=/dev/zero bs=64k count={blocks} | cat > /dev/null"),
             ("dd | cat | cat", 2, 1048576,
              "dd if=/dev/zero bs=1M count={mib} | cat | cat > /dev/null"),
-            ("head | sha1sum", 1, None, "head -c {bytes} /dev/zero | sha1sum")]
-COREUTILS = ("dd", "cat", "head", "sha1sum", "wc")
+            ("head | sha1sum", 1, None, "head -c {bytes} /dev/zero | sha1sum"),
+            ("zstd -dc | wc -c", 1, None, "zstd -dc data.zst | wc -c"),
+            ("lz4 -dc | wc -c", 1, None, "lz4 -dc data.lz4 | wc -c"),
+            ("gzip -dc | wc -c", 1, None, "gzip -dc data.gz | wc -c"),
+            ("tar c | tar x", 1, 10240, "tar cf - -C src data | tar xf - -C out")]
+COREUTILS = ("dd", "cat", "head", "sha1sum", "wc", "zstd", "lz4", "gzip", "tar")
+# The data those read: what settings.programs.data says, and the files the
+# fake compressors make of it (their header, then the data).
+DATA_NOTE = ("text-like lines of numbers and words, as logs are; made once "
+             "per run, each compressed file from it")
+COMPRESSED = [("zstd -dc | wc -c", "data.zst", "zstd -1 -T1 -c src/data > data.zst"),
+              ("lz4 -dc | wc -c", "data.lz4", "lz4 -1 -c src/data > data.lz4"),
+              ("gzip -dc | wc -c", "data.gz", "gzip -1 -c src/data > data.gz")]
 WORK_KEYS = RESULT_KEYS | {"work_x", "work_ns"}
 MULTI_KEYS = {"matrix", "mode", "writers", "readers", "size", "pipe_size",
               "memory_pressure", "baseline", "configs"}
@@ -183,12 +194,16 @@ class Runner:
         return os.path.join(self.tmp, name)
 
     def run(self, args, env=None, script=None):
-        """Run the runner (fresh fake state); return CompletedProcess."""
+        """Run the runner (fresh fake state, a TMPDIR of its own, which must
+        be empty again when it ends, as it failed or not: the data of the
+        pipelines of real programs is removed); return CompletedProcess."""
         self.counter += 1
         child_env = dict(os.environ)
         child_env.pop("LD_PRELOAD", None)
         state = self.path(f"state{self.counter}")
-        child_env.update({"FAKE_BENCH_STATE": state,
+        self.tmpdir = self.path(f"tmp{self.counter}")
+        os.mkdir(self.tmpdir)
+        child_env.update({"FAKE_BENCH_STATE": state, "TMPDIR": self.tmpdir,
                           "FAKE_BENCH_SHIM_FACTOR": str(SHIM_FACTOR),
                           "PPIPE_LEAKED_FROM_PARENT": "1",
                           "PATH": self.bin + os.pathsep + os.environ.get("PATH", os.defpath),
@@ -199,9 +214,13 @@ class Runner:
                               o for o in (os.environ.get("ASAN_OPTIONS"),
                                           "detect_leaks=0") if o)})
         child_env.update(env or {})
-        return subprocess.run([sys.executable, script or self.runner] + args,
-                              env=child_env, capture_output=True, text=True,
-                              timeout=60, check=False)
+        p = subprocess.run([sys.executable, script or self.runner] + args,
+                           env=child_env, capture_output=True, text=True,
+                           timeout=60, check=False)
+        check(not os.listdir(self.tmpdir),
+              f"{' '.join(args)}: left {os.listdir(self.tmpdir)} in its TMPDIR "
+              f"(exit {p.returncode}: {p.stderr.strip()[-300:]})")
+        return p
 
     def fast(self, *extra):
         """Arguments for a quick, tiny run."""
@@ -261,6 +280,15 @@ def program_commands(nbytes):
             for _, _, _, command in PROGRAMS]
 
 
+def program_data(nbytes, leave_out=()):
+    """settings.programs.data of a run of nbytes whose fake compressors
+    made their files (but those of the shapes left out)."""
+    return {"what": DATA_NOTE, "compressed": {
+        shape: {"file": name, "command": command,
+                "bytes": nbytes + len(f"fake {command.split()[0]} compressed\n")}
+        for shape, name, command in COMPRESSED if shape not in leave_out}}
+
+
 def check_programs(results, reps, nbytes, where):
     """The pipelines of real programs' results: in order, each moving
     nbytes; MB/s over the wall time; no latencies; CPU of the pipeline."""
@@ -301,20 +329,21 @@ def check_json(doc, lib):
                               "pipeline_duration_s": 1.0,
                               "memory_pressure": False, "pressure_mode": None, "verify": False,
                               "pin": None,
-                              "programs": {"bytes": 1 << 20, "skipped": {}},
+                              "programs": {"bytes": 1 << 20, "skipped": {},
+                                           "data": program_data(1 << 20)},
                               "overhead": {"reps": 5, "ratio_time": TIME_RATIO_NOTE,
                                            "skipped": {}, "empty": NO_EMPTY}},
           f"JSON: settings {doc['settings']}")
     results = doc["results"]
     counts = {m: sum(r["matrix"] == m for r in results)
               for m in ("sweep", "sizes", "small", "pipeline", "overhead")}
-    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 8, "overhead": 7}
-          and len(results) == 31 and "work" not in doc["settings"],
+    check(counts == {"sweep": 9, "sizes": 4, "small": 3, "pipeline": 12, "overhead": 7}
+          and len(results) == 35 and "work" not in doc["settings"],
           f"JSON: matrix sizes {counts}, {len(results)} results")
-    check([r["matrix"] for r in results][24:] == ["overhead"] * 7,
+    check([r["matrix"] for r in results][28:] == ["overhead"] * 7,
           "JSON: the overhead matrix runs last")
-    check_overhead_results(results[24:], 5, "JSON overhead")
-    check_programs(results[20:24], 2, 1 << 20, "JSON programs")
+    check_overhead_results(results[28:], 5, "JSON overhead")
+    check_programs(results[20:28], 2, 1 << 20, "JSON programs")
     results = results[:20]
     check(sorted(r["size"] for r in results if r["matrix"] == "sizes")
           == [4096, 32678, 65536, 1048576], "JSON: sizes matrix")
@@ -404,7 +433,11 @@ def check_svg(path):
         check(len(line.get("points").split()) == 4, "SVG: 4 points per line")
     check(len(classed("g", "small-row")) == 3, "SVG: 3 small-write rows")
     check(len(classed("g", "pipeline-row")) == 4, "SVG: 4 pipeline rows")
-    check(len(classed("g", "program-row")) == 4, "SVG: 4 rows of pipelines of real programs")
+    rows = classed("g", "program-row")
+    check(["".join(next(row.iter(SVG_NS + "text")).itertext()) for row in rows]
+          == [shape for shape, _, _, _ in PROGRAMS],
+          "SVG: 8 rows of pipelines of real programs, in order: "
+          f"{[''.join(row.itertext()) for row in rows]}")
     check_svg_overhead(root, 7)
     texts = " ".join("".join(t.itertext()) for t in root.iter(SVG_NS + "text"))
     for word in ("4K", "32K", "64K", "1M", "MB/s", "writers", "readers",
@@ -576,28 +609,65 @@ def check_main_run(t):
     # The sweep's CPU grid: fake-bench's 0.7 s per GiB, 0.75 of it with the library.
     check(re.search(r"^ +1 +0\.700 -> 0\.525 +\(-25%\) +0\.700 -> 0\.525 +\(-25%\)",
                     p.stdout, re.M), "stdout: no CPU grid row")
+    # Every pipeline of real programs has its row, in the order they ran.
+    where = []
     for command in program_commands(1 << 20):
-        check(re.search(rf"^  {re.escape(command)} +[\d.]+ +-> +[\d.]+ +\([+-]\d+%\) +"
+        row = re.search(rf"^  {re.escape(command)} +[\d.]+ +-> +[\d.]+ +\([+-]\d+%\) +"
                         r"[\d.]+ +-> +[\d.]+ +\([+-]\d+%\) +\d\.\d{3} +\d+\.\d{3}$",
-                        p.stdout, re.M), f"stdout: no row of {command!r}")
-    for line in ("[1/31] threads w=1 r=1 size=65536 rep 1/2 baseline",
-                 "[20/31] sh 2 hops size=1048576 rep 2/2 shim",
-                 "[22/31] programs dd | cat check shim",
-                 "[24/31] programs head | sha1sum rep 2/2 shim",
-                 "[31/31] overhead shell rep 5/5 shim"):
+                        p.stdout, re.M)
+        check(row, f"stdout: no row of {command!r}")
+        where.append(row.start())
+    check(where == sorted(where), "stdout: the pipelines of real programs out of order")
+    line = ("  data of the pipelines of real programs: 1 MiB of text-like lines, made once; "
+            "compressed to " + ", ".join(
+                f"{100 * (1 + len(f'fake {tool} compressed') / (1 << 20)):.1f}% by {how}"
+                for tool, how in (("zstd", "zstd -1 -T1"), ("lz4", "lz4 -1"),
+                                  ("gzip", "gzip -1"))))
+    check(line in p.stdout.splitlines(), f"stdout: no {line!r}")
+    for line in ("[1/35] threads w=1 r=1 size=65536 rep 1/2 baseline",
+                 "[20/35] sh 2 hops size=1048576 rep 2/2 shim",
+                 "[22/35] programs dd | cat check shim",
+                 "[24/35] programs head | sha1sum rep 2/2 shim",
+                 "[25/35] programs zstd -dc | wc -c rep 1/2 baseline",
+                 "[28/35] programs tar c | tar x rep 2/2 shim",
+                 "[35/35] overhead shell rep 5/5 shim"):
         check(line in p.stderr, f"stderr: no progress line {line!r}")
     check("programs dd | dd check" not in p.stderr,
           "stderr: a check run of dd | dd, which counts for itself")
+    check(not re.search(r"programs (zstd|lz4|gzip|tar) .* check", p.stderr),
+          "stderr: a check run of a pipeline that counts for itself")
+    # The data: made once, in a directory of its own under TMPDIR (gone
+    # now: t.run), before the first run of a pipeline of real programs.
+    made = re.findall(r"^ppipe-compare: making 1 MiB of data for zstd, lz4, gzip, tar in "
+                      rf"({re.escape(t.tmpdir)}/ppipe-compare-\S+)$", p.stderr, re.M)
+    check(len(made) == 1 and p.stderr.index("making 1 MiB") < p.stderr.index("[1/35]"),
+          f"stderr: the data not made once, first: {p.stderr[:600]}")
     # Every program ran once plain and once with the library per run, in
-    # the C locale; the sinks to /dev/null were counted by wc -c before.
+    # the C locale; the sinks to /dev/null were counted by wc -c before;
+    # the compressors ran once each, plain, before the pipelines; those
+    # that read the data ran in its directory.
     runs = read_log(log)
     lib = os.path.realpath(t.lib)
-    check(len(runs) == 50 and all(run["lc_all"] == "C" for run in runs)
+    check(len(runs) == 85 and all(run["lc_all"] == "C" for run in runs)
           and all(run["ld_preload"] in (None, lib) for run in runs)
-          and sum(run["ld_preload"] == lib for run in runs) == 25
-          and sum(run["program"] == "wc" for run in runs) == 4,
+          and sum(run["ld_preload"] == lib for run in runs) == 41
+          and sum(run["program"] == "wc" for run in runs) == 16,
           f"programs: {len(runs)} runs logged: {runs[:4]}")
-    check_overhead_text(p.stdout, doc["results"][24:], "libdummy", 5)
+    packing = [run for run in runs
+               if run["program"] in ("zstd", "lz4", "gzip") and "-dc" not in run["argv"]]
+    packs = [(run["program"], run["argv"], run["ld_preload"], run["cwd"]) for run in packing]
+    check(packs == [(command.split()[0], command.split()[1:-2], None, made[0])
+                    for _, _, command in COMPRESSED]
+          and runs.index(next(run for run in runs if run["program"] == "dd"))
+          > runs.index(next(run for run in runs if run["program"] == "gzip")),
+          f"programs: the compressors' runs {packs}")
+    readers = [run for run in runs if run["program"] in ("zstd", "lz4", "gzip", "tar")
+               and run not in packing]
+    check(len(readers) == 5 * 4 and all(run["cwd"] == made[0] for run in readers)
+          and all(run["cwd"] != made[0] for run in runs
+                  if run["program"] in ("dd", "head", "cat", "sha1sum")),
+          f"programs: where the pipelines ran {[(r['program'], r['cwd']) for r in runs]}")
+    check_overhead_text(p.stdout, doc["results"][28:], "libdummy", 5)
     # The throughput matrices' summary leaves the overhead matrix out.
     summary = [ln for ln in p.stdout.splitlines() if ln.startswith("Summary, libdummy/plain MB/s")]
     check(len(summary) == 1 and "overhead" not in summary[0],
@@ -634,7 +704,7 @@ def check_compare_cpu(t, a_path, b_path):
     programs = p.stdout.split("== pipelines of real programs")
     check(len(programs) == 2 and len([ln for ln in programs[1].split("== Overhead")[0]
                                       .splitlines() if re.search(
-                                          r"\(\+50%\) .*\(-50%\) +1\.500 +0\.500$", ln)]) == 4,
+                                          r"\(\+50%\) .*\(-50%\) +1\.500 +0\.500$", ln)]) == 8,
           f"compare: the pipelines of real programs matched by shape: {programs[-1][:900]}")
     old = t.path("old.json")
     save(old, without_cpu(load(a_path)))
@@ -642,7 +712,7 @@ def check_compare_cpu(t, a_path, b_path):
     check(p.returncode == 0 and "CPU s/GiB A -> B (delta)" in p.stdout
           and re.search(r"^ +1 +- -> 0\.263 +\(n/a\) ", p.stdout, re.M)
           and re.search(r"^ +4096 +.* - -> 0\.263 +\(n/a\) +1\.500 +-$", p.stdout, re.M)
-          and "Only in B (4):" in p.stdout and "CPU per GiB moved" not in p.stdout,
+          and "Only in B (8):" in p.stdout and "CPU per GiB moved" not in p.stdout,
           f"compare: a file without CPU against one with it: {p.stdout} {p.stderr}")
     p = t.run(["compare", old, old, "--side", "ratio"])
     check(p.returncode == 0 and "CPU" not in p.stdout and CELL.search(p.stdout),
@@ -761,7 +831,7 @@ def check_pipeline(t):
     with open(out, encoding="utf-8") as f:
         doc = json.load(f)
     results = {(r["hops"], r["size"]): r for r in doc["results"] if r["mode"] == "sh"}
-    check(len(results) == 4 and len(doc["results"]) == 8
+    check(len(results) == 4 and len(doc["results"]) == 12
           and all(r["matrix"] == "pipeline" for r in doc["results"]),
           f"--only pipeline: {sorted(results)}")
     check_programs(doc["results"][4:], 1, 1 << 20, "--only pipeline programs")
@@ -823,13 +893,31 @@ def check_program_checks(t, args):
     """The pipelines of real programs cannot pass with a byte lost or a
     stage that complains (the library not loaded); libppipe's own lines
     are no complaint; a pipeline whose programs are missing is left out,
-    named; --program-bytes and its defaults."""
+    named, and the data is made only for those that run, only when one
+    runs; it is removed after a failure, an interrupt or a termination
+    too (t.run checks each run's TMPDIR); --program-bytes and its
+    defaults."""
     for who, words in (("1M", ["programs dd | dd (shim)", "dd reported 1048576, 1044480"]),
                        ("64k", ["programs dd | cat (shim)", "wc -c counted 1044480, not 1048576"]),
                        ("head", ["programs head | sha1sum (shim)", "sha1sum printed",
-                                 "1048576 zero"])):
+                                 "1048576 zero"]),
+                       ("zstd", ["programs zstd -dc | wc -c (shim)",
+                                 "wc -c counted 1044480, not 1048576 bytes"]),
+                       ("lz4", ["programs lz4 -dc | wc -c (shim)",
+                                "wc -c counted 1044480, not 1048576 bytes"]),
+                       ("gzip", ["programs gzip -dc | wc -c (shim)",
+                                 "wc -c counted 1044480, not 1048576 bytes"]),
+                       ("tar", ["programs tar c | tar x (shim)",
+                                "tar extracted 1044480 bytes into out/data, not 1048576 bytes"])):
         check_error(t, args, 1, ["verification failed"] + words,
                     env={"FAKE_COREUTILS_LOSE": who})
+    # Interrupted or terminated in the middle of a pipeline that reads the
+    # data: the data goes all the same (t.run).
+    for sig, status in (("TERM", 128 + 15), ("INT", 128 + 2), ("HUP", 128 + 1)):
+        p = t.run(args, env={"FAKE_COREUTILS_SIGNAL": sig})
+        check(p.returncode == status and p.stderr.strip().splitlines()[-1:]
+              == ["ppipe-compare: interrupted"],
+              f"SIG{sig} in a pipeline: exit {p.returncode}: {p.stderr[-400:]}")
     noise = "ERROR: ld.so: object 'libdummy.so' from LD_PRELOAD cannot be preloaded: ignored."
     check_error(t, args, 1, ["the pipeline failed for programs dd | dd (shim)", noise],
                 env={"FAKE_COREUTILS_NOISE": noise})
@@ -840,20 +928,47 @@ def check_program_checks(t, args):
               env={"PATH": path_without(t, "bin-no-sha1sum", "sha1sum", "wc")})
     doc = load(out)
     skipped = {"dd | cat": "wc not found on PATH", "dd | cat | cat": "wc not found on PATH",
-               "head | sha1sum": "sha1sum not found on PATH"}
-    check(p.returncode == 0 and [r.get("shape") for r in doc["results"][4:]] == ["dd | dd"]
-          and doc["settings"]["programs"] == {"bytes": 1 << 20, "skipped": skipped}
+               "head | sha1sum": "sha1sum not found on PATH",
+               "zstd -dc | wc -c": "wc not found on PATH",
+               "lz4 -dc | wc -c": "wc not found on PATH",
+               "gzip -dc | wc -c": "wc not found on PATH"}
+    # tar alone reads the data: made, and compressed by none.
+    check(p.returncode == 0
+          and [r.get("shape") for r in doc["results"][4:]] == ["dd | dd", "tar c | tar x"]
+          and doc["settings"]["programs"] == {"bytes": 1 << 20, "skipped": skipped,
+                                              "data": {"what": DATA_NOTE, "compressed": {}}}
           and all(f"ppipe-compare: pipeline of real programs {shape} skipped: {why}" in p.stderr
                   and f"  pipeline of real programs {shape}: skipped, {why}" in p.stdout
-                  for shape, why in skipped.items()),
+                  for shape, why in skipped.items())
+          and "  data of the pipelines of real programs: 1 MiB of text-like lines, made once"
+          in p.stdout.splitlines(),
           f"programs left out: {p.stdout} {p.stderr} {doc['settings']}")
-    # The defaults, seen in the settings without moving a byte.
+    # One tool missing: its pipeline alone is left out, and its file not made.
+    log = t.path("no-lz4.log")
+    p = t.run(args[:-3] + ["--json", out], env={"PATH": path_without(t, "bin-no-lz4", "lz4"),
+                                                "FAKE_COREUTILS_LOG": log})
+    doc = load(out)
+    skipped = {"lz4 -dc | wc -c": "lz4 not found on PATH"}
+    check(p.returncode == 0
+          and [r.get("shape") for r in doc["results"][4:]]
+          == [shape for shape, _, _, _ in PROGRAMS if shape not in skipped]
+          and doc["settings"]["programs"] == {"bytes": 1 << 20, "skipped": skipped,
+                                              "data": program_data(1 << 20, skipped)}
+          and "ppipe-compare: pipeline of real programs lz4 -dc | wc -c skipped: "
+          "lz4 not found on PATH" in p.stderr
+          and "  pipeline of real programs lz4 -dc | wc -c: skipped, lz4 not found on PATH"
+          in p.stdout.splitlines() and "lz4" not in {r["program"] for r in read_log(log)},
+          f"lz4 left out: {p.stdout} {p.stderr} {doc['settings']}")
+    # The defaults, seen in the settings without moving a byte; no data
+    # made when no pipeline reads it.
     nothing = path_without(t, "bin-none", *COREUTILS)
     for preset, nbytes in (("--quick", 256 << 20), ("--full", 1 << 30)):
-        p = t.run([preset] + args[:-5] + ["-q", "--json", out], env={"PATH": nothing})
+        p = t.run([preset] + args[:-5] + ["--json", out], env={"PATH": nothing})
         doc = load(out)
         check(p.returncode == 0 and doc["settings"]["programs"]["bytes"] == nbytes
-              and len(doc["settings"]["programs"]["skipped"]) == 4,
+              and len(doc["settings"]["programs"]["skipped"]) == 8
+              and "data" not in doc["settings"]["programs"]
+              and "making" not in p.stderr and "data of the pipelines" not in p.stdout,
               f"{preset}: programs bytes {doc['settings'].get('programs')} {p.stderr[-300:]}")
     for value in ("0", "1000", "1.5M", "3k", "abc", "1T"):
         lines = check_error(t, args + ["--program-bytes", value], 2,

@@ -7,6 +7,7 @@ usage: test-compare-smoke.py PPIPE_COMPARE PPIPE_BENCH PPIPE_STAGE PASSTHRU_LIB
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,10 @@ def check(cond, what):
 ENV = dict(os.environ, ASAN_OPTIONS=":".join(
     o for o in (os.environ.get("ASAN_OPTIONS"), "detect_leaks=0") if o))
 PROGRAM_BYTES = 16 << 20
-SHAPES = ["dd | dd", "dd | cat", "dd | cat | cat", "head | sha1sum"]
+# Then the pipelines that read generated data, each where its tool is on PATH.
+SHAPES = ["dd | dd", "dd | cat", "dd | cat | cat", "head | sha1sum"] + [
+    shape for shape in ("zstd -dc | wc -c", "lz4 -dc | wc -c", "gzip -dc | wc -c",
+                        "tar c | tar x") if shutil.which(shape.split()[0])]
 
 with tempfile.TemporaryDirectory() as d:
     out = {k: os.path.join(d, "run." + k) for k in ("json", "csv", "svg")}
