@@ -158,7 +158,7 @@ static int op_pin(struct write_op *op)
 
 	if (op->pin >= 0)
 		return 0;
-	pin = pp_fault(PP_FAULT_DUPFD) ?: pp_sys_dup_spare(op->fd, true);
+	pin = pp_fault(PP_FAULT_DUPFD) ?: pp_sys_dup_brief(op->fd);
 	if (pin < 0)
 		return pin == -EBADF ? -ESTALE : (int)pin;
 	if (pp_fdt_epoch(op->fd) != op->epoch || pp_sys_pipe_ino((int)pin, &ino) ||

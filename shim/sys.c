@@ -2,6 +2,8 @@
 /* Raw system-call helpers that need more than one line (see sys.h). */
 #include "sys.h"
 
+#include "solo.h"
+
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <string.h>
@@ -15,6 +17,9 @@ PP_COMMON void pp_sys_spare_fds_from(int base)
 	spare_base = base;
 }
 
+/* A dup landed in the spare range: the fd table covers it, and grows no more for it. */
+PP_HOT static int spare_table;
+
 PP_COMMON long pp_sys_dup_spare(int fd, bool cloexec)
 {
 	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
@@ -23,7 +28,20 @@ PP_COMMON long pp_sys_dup_spare(int fd, bool cloexec)
 	/* The soft limit was lowered below the range since: anywhere, then. */
 	if (r == -EINVAL && spare_base)
 		r = pp_sys_fcntl(fd, cmd, 0);
+	if (r >= spare_base && spare_base && !__atomic_load_n(&spare_table, __ATOMIC_RELAXED))
+		__atomic_store_n(&spare_table, 1, __ATOMIC_RELAXED);
 	return r;
+}
+
+/* The last fd of the table a process starts with (the kernel's NR_OPEN_DEFAULT, 64). */
+#define FIRST_TABLE_TOP 63
+
+PP_COMMON long pp_sys_dup_brief(int fd)
+{
+	if (pp_solo() || __atomic_load_n(&spare_table, __ATOMIC_RELAXED) ||
+	    spare_base <= FIRST_TABLE_TOP)
+		return pp_sys_dup_spare(fd, true);
+	return pp_sys_fcntl(fd, F_DUPFD_CLOEXEC, FIRST_TABLE_TOP);
 }
 
 PP_COMMON long pp_sys_pipe_ino(int fd, uint64_t *ino)

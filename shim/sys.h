@@ -153,6 +153,18 @@ static inline uint64_t pp_mono_ns(void)
 long pp_sys_dup_spare(int fd, bool cloexec);
 void pp_sys_spare_fds_from(int base);
 
+/*
+ * A close-on-exec duplicate of @fd held for the length of one call (a
+ * write's hold on its file), which must not make the kernel grow the
+ * process's fd table: growing a table that threads share waits for an RCU
+ * grace period (12 ms here, at the first such write of a threaded zstd).
+ * In a process with one thread, or once the table has grown to the spare
+ * range, it is pp_sys_dup_spare()'s; else it is numbered from 63, the
+ * last fd of the 64 every process's table starts with. Returns the new fd
+ * or -errno.
+ */
+long pp_sys_dup_brief(int fd);
+
 /* Inode of @fd if it is a pipe or FIFO; -EBADFD when it is not. */
 long pp_sys_pipe_ino(int fd, uint64_t *ino);
 /*

@@ -25,6 +25,7 @@
 #include "sys.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -514,6 +515,36 @@ static void test_capacity(void)
 	pp_close(111);
 }
 
+static void *idle_thread(void *arg)
+{
+	return arg;
+}
+
+/*
+ * A write's brief hold on its file: while threads share the fd table and
+ * it has not grown to the spare range, from fd 63 (no growth, no RCU wait);
+ * once it has, or with one thread, in the spare range.
+ */
+static void test_dup_brief(int spare_base)
+{
+	pthread_t t;
+	long fd;
+
+	if (pthread_create(&t, NULL, idle_thread, NULL) || pthread_join(t, NULL)) {
+		perror("pthread_create");
+		exit(99);
+	}
+	fd = pp_sys_dup_brief(1);
+	CHECK(fd == 63 || spare_base <= 63, "threaded, table not grown: fd %ld", fd);
+	CHECK(fd >= 0 && (fcntl((int)fd, F_GETFD) & FD_CLOEXEC), "close-on-exec: %ld", fd);
+	close((int)fd);
+	fd = pp_sys_dup_spare(1, true); /* the table grows to the spare range */
+	close((int)fd);
+	fd = pp_sys_dup_brief(1);
+	CHECK(fd >= spare_base, "once grown, the spare range: %ld, base %d", fd, spare_base);
+	close((int)fd);
+}
+
 /* libppipe's own fds: in the upper half of the soft limit (at most from 512). */
 static void test_dup_spare(int spare_base)
 {
@@ -693,6 +724,7 @@ int main(void)
 	test_epoch();
 	test_learn_ino();
 	test_capacity();
+	test_dup_brief(spare_base);
 	test_dup_spare(spare_base);
 	test_for_each();
 	test_fork();
