@@ -1337,6 +1337,9 @@ def program_record(c, side, env, data=None):
     extracted = PROGRAM_DATA[c["shape"]][2] if cwd else None
     if extracted:
         empty_dir(os.path.join(cwd, os.path.dirname(extracted)))
+        # What the run before wrote goes to the disk now, not during this
+        # run: else the side that runs second pays the other's writeback.
+        os.sync()
     status, out, err, usage = run_measured(["sh", "-c", c["command"]],
                                            program_env(env),
                                            program_timeout(c), cwd)
