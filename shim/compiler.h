@@ -43,5 +43,10 @@
 #define PP_COMMON __attribute__((section(".text.hot.ppipe")))
 /* Code that runs once, at start-up: together too, and apart from the rest. */
 #define PP_START __attribute__((section(".text.startup.ppipe")))
+/*
+ * Constants only start-up code reads, on its pages (read-only: the linker
+ * puts them into .text, beside that code), not on a page of their own.
+ */
+#define PP_START_DATA __attribute__((section(".text.startup.ppipe_data")))
 
 #endif

@@ -29,8 +29,10 @@ struct dirent64_raw {
 /*
  * Calls @fn for every fd this process has open, as the kernel lists them
  * (raw system calls: this may run in a vfork child). Returns 0 or -errno.
+ * Not inlined: its buffer would be on the stack of every exec, deeper than
+ * a shell's fork child ever went (a page fault each).
  */
-static int for_each_open_fd(void (*fn)(int, void *), void *arg)
+static __attribute__((noinline)) int for_each_open_fd(void (*fn)(int, void *), void *arg)
 {
 	char buf[2048] __attribute__((aligned(8)));
 	long dfd = PP_SYSCALL(SYS_openat, AT_FDCWD, "/proc/self/fd",
@@ -73,14 +75,14 @@ static void mark_slot_unsafe(struct pp_shared *s)
 }
 
 /* Whether @fd survives the exec (close-on-exec fds do not, but with spawn file actions). */
-static bool survives(const struct inherited *in, int fd)
+PP_COMMON static bool survives(const struct inherited *in, int fd)
 {
 	long fl = pp_sys_fcntl(fd, F_GETFD, 0);
 
 	return fl >= 0 && (in->any_fd || !(fl & FD_CLOEXEC));
 }
 
-static void note_ino(struct inherited *in, uint64_t ino, struct pp_shared *s)
+PP_COMMON static void note_ino(struct inherited *in, uint64_t ino, struct pp_shared *s)
 {
 	for (int i = 0; i < in->n; i++)
 		if (in->inos[i] == ino)
@@ -124,7 +126,7 @@ PP_COMMON static void note_tracked(int fd, struct pp_pipe *p, enum pp_end end, v
  * parent's, which the child's dup2() and close() do not change): then the
  * kernel's list is read instead (/proc/self/fd). Returns 0 or -errno.
  */
-static int find_inherited(struct inherited *in)
+PP_COMMON static int find_inherited(struct inherited *in)
 {
 	if (pp_reg_claimed_left() || pp_in_vfork_child())
 		return for_each_open_fd(note_inherited, in);
@@ -179,7 +181,7 @@ struct exec_args {
 	char comm[16]; /* the path's basename, as the kernel names the image */
 };
 
-static void count_env(void *arg)
+PP_COMMON static void count_env(void *arg)
 {
 	struct exec_args *a = arg;
 
@@ -193,7 +195,7 @@ static void count_env(void *arg)
 	}
 }
 
-static void read_comm(void *arg)
+PP_COMMON static void read_comm(void *arg)
 {
 	struct exec_args *a = arg;
 
@@ -204,7 +206,7 @@ static void read_comm(void *arg)
 }
 
 /* Copies envp's entries to out, but the registry's variable; notes LD_PRELOAD. */
-static void copy_env(void *arg)
+PP_COMMON static void copy_env(void *arg)
 {
 	struct exec_args *a = arg;
 
@@ -433,7 +435,7 @@ PP_HOT int pp_exec_takeover_armed;
 
 /* What this image made of the registry it was started with (PPIPE_DEBUG says why pipes stay plain). */
 enum inherit_state { INHERIT_NONE, INHERIT_UNUSABLE, INHERIT_UNCLAIMED, INHERIT_CLAIMED };
-static int inherit_state;
+PP_HOT static int inherit_state; /* written as the image starts: on the page it writes anyway */
 
 PP_START void pp_exec_start(char **envp)
 {

@@ -68,8 +68,10 @@ PP_START static bool parse_item(const char *s, size_t len)
 
 PP_START void pp_fault_init(char *const *envp)
 {
-	static const char var[] = "PPIPE_TEST_FAULT=", slow[] = "PPIPE_TEST_THP_SLOW=",
-			  reg[] = "PPIPE_TEST_REGISTRY=";
+	/* Beside this code: a program started with PPIPE_ variables reads them (compiler.h). */
+	PP_START_DATA static const char var[] = "PPIPE_TEST_FAULT=",
+					slow[] = "PPIPE_TEST_THP_SLOW=",
+					reg[] = "PPIPE_TEST_REGISTRY=";
 	const char *v = NULL;
 
 	for (char *const *e = envp; e && *e; e++) {

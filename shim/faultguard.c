@@ -22,7 +22,8 @@ static struct sigaction app_act[2];
 static int app_lock;
 static __thread sigjmp_buf *tl_jmp __attribute__((tls_model("initial-exec")));
 /* Signals whose handler, as the application installed it, runs without SA_RESTART (bit sig - 1). */
-static uint64_t norestart;
+PP_HOT static uint64_t
+	norestart; /* written as a shell's children reset signals: on the page they write anyway */
 
 static int slot_of(int sig)
 {
@@ -219,20 +220,28 @@ PP_COMMON int pp_user_guarded(void (*fn)(void *), void *arg)
 	return 0;
 }
 
-/* @act is now @sig's disposition: a handler without SA_RESTART, or not. */
-static void note_restart(int sig, const struct sigaction *act)
+/*
+ * @act is now @sig's disposition: a handler without SA_RESTART, or not.
+ * Written only when that changes: a shell's fork child sets a dozen
+ * dispositions to what they already were, and the page written would be a
+ * copy-on-write fault.
+ */
+PP_COMMON static void note_restart(int sig, const struct sigaction *act)
 {
-	uint64_t bit;
+	uint64_t bit, was;
 
 	if (sig < 1 || sig > 64)
 		return;
 	bit = 1ull << (sig - 1);
+	was = __atomic_load_n(&norestart, __ATOMIC_RELAXED);
 	if (((act->sa_flags & SA_SIGINFO) ||
 	     (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)) &&
-	    !(act->sa_flags & SA_RESTART))
-		__atomic_or_fetch(&norestart, bit, __ATOMIC_RELAXED);
-	else
+	    !(act->sa_flags & SA_RESTART)) {
+		if (!(was & bit))
+			__atomic_or_fetch(&norestart, bit, __ATOMIC_RELAXED);
+	} else if (was & bit) {
 		__atomic_and_fetch(&norestart, ~bit, __ATOMIC_RELAXED);
+	}
 }
 
 PP_COMMON bool pp_signals_interrupt(void)

@@ -43,11 +43,25 @@ PP_HOT static uint64_t *fdt;
 PP_HOT static int fdt_size;
 PP_HOT static int fdt_top; /* highest fd ever given an entry, plus one: walks stop there */
 
+/*
+ * The pipe objects and the table are one mapping, the objects first, and
+ * the table's first fds on the page of the last objects, which are taken
+ * first (pipe.c): a shell's fork child, which closes and dups the ends of
+ * a pipe or two, writes one page of them, not two (each a copy-on-write
+ * fault, in the child and again in the parent).
+ */
+#define FDT_SHARED_PIPES 4 /* objects on the page of fds 0 to 255 */
+_Static_assert(FDT_SHARED_PIPES * sizeof(struct pp_pipe) + 256 * sizeof(uint64_t) == 4096,
+	       "the last pipe objects and the first fds fill one page");
+
 PP_COMMON int pp_fdt_map(void)
 {
 	struct rlimit rl = { 0, 0 };
+	const size_t lead = 4096 - FDT_SHARED_PIPES * sizeof(struct pp_pipe);
+	const size_t objs = (size_t)PP_MAX_PIPES * sizeof(struct pp_pipe);
 	uint64_t *t;
 	size_t n = FDT_MIN;
+	char *m;
 	int saved;
 
 	if (__atomic_load_n(&fdt, __ATOMIC_ACQUIRE))
@@ -56,11 +70,24 @@ PP_COMMON int pp_fdt_map(void)
 	/* The hard limit: the soft one can be raised later without us. */
 	if (!PP_SYSCALL(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) && rl.rlim_max > n)
 		n = rl.rlim_max > FDT_MAX ? FDT_MAX : rl.rlim_max;
-	t = mmap(NULL, n * sizeof(*t), PROT_READ | PROT_WRITE,
+	m = mmap(NULL, lead + objs + n * sizeof(*t), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	errno = saved;
-	if (t == MAP_FAILED)
+	if (m == MAP_FAILED) {
+		errno = saved;
 		return -ENOMEM;
+	}
+	t = (uint64_t *)(m + lead + objs);
+	/*
+	 * Another thread's first pipe (or a signal handler's, which may have
+	 * interrupted this one) placed theirs meanwhile: theirs stays, and
+	 * until its table is published, this pipe is not tracked.
+	 */
+	if (!pp_pipes_place((struct pp_pipe *)(m + lead))) {
+		munmap(m, lead + objs + n * sizeof(*t));
+		errno = saved;
+		return __atomic_load_n(&fdt, __ATOMIC_ACQUIRE) ? 0 : -EAGAIN;
+	}
+	errno = saved;
 	/*
 	 * libppipe's own short-lived fds go to the upper half of the soft
 	 * limit (at most 512), out of the way of the numbers the program
@@ -132,7 +159,7 @@ PP_COMMON void pp_fdt_invalidate(int fd)
 }
 
 /* Adds what @fd says of @p's inode to @seen (0 so far), if the table says @fd is @p's. */
-static void learn_from(struct pp_pipe *p, int fd, uint64_t *seen, bool *mixed)
+PP_COMMON static void learn_from(struct pp_pipe *p, int fd, uint64_t *seen, bool *mixed)
 {
 	enum pp_end end;
 	uint64_t got;
@@ -145,7 +172,7 @@ static void learn_from(struct pp_pipe *p, int fd, uint64_t *seen, bool *mixed)
 		*seen = got;
 }
 
-uint64_t pp_fdt_learn_ino(struct pp_pipe *p, int hint)
+PP_COMMON uint64_t pp_fdt_learn_ino(struct pp_pipe *p, int hint)
 {
 	uint64_t seen = 0, zero = 0;
 	bool mixed = false;
@@ -168,7 +195,7 @@ uint64_t pp_fdt_learn_ino(struct pp_pipe *p, int hint)
 	return pp_pipe_ino(p);
 }
 
-void pp_fdt_learn_all(void)
+PP_COMMON void pp_fdt_learn_all(void)
 {
 	for (int fd = 0, top = pp_fdt_top(); fdt && fd < top; fd++) {
 		enum pp_end end;

@@ -33,6 +33,13 @@ __attribute__((noreturn)) void pp_exit(int status, bool upper);
  */
 pid_t pp_fork(void);
 
+/*
+ * Binds libc's definitions of the stdio names libppipe stands in for
+ * (interpose_stdio.c), those not bound yet, in one walk: at the first
+ * fork() of a process with pipes, so that its children inherit them.
+ */
+void pp_stdio_bind(void);
+
 /* The library's finalizer, DT_FINI (shim/meson.build): nothing to do there. */
 void pp_fini(void);
 

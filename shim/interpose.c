@@ -91,6 +91,9 @@ PP_COMMON PP_EXPORT void closefrom(int low)
 
 PP_COMMON PP_EXPORT pid_t fork(void)
 {
+	/* What the child may call of stdio, bound once here rather than in every child. */
+	if (pp_pipes_live())
+		pp_stdio_bind();
 	return pp_fork();
 }
 

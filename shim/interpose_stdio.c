@@ -24,6 +24,7 @@
 #include "compiler.h"
 #include "engine.h"
 #include "fdops.h"
+#include "init.h"
 #include "real.h"
 #include "stdiowrite.h"
 
@@ -32,6 +33,99 @@
 #include <stdio.h>
 #include <string.h>
 #include <wchar.h>
+
+/*
+ * Every name below that stands in for libc's, and the slot of libc's
+ * definition, found on first use, or before a fork (pp_stdio_bind()).
+ */
+#define STDIO_NAMES(X)      \
+	X(fwrite)           \
+	X(fwrite_unlocked)  \
+	X(fputs)            \
+	X(fputs_unlocked)   \
+	X(puts)             \
+	X(fputc)            \
+	X(fputc_unlocked)   \
+	X(putc)             \
+	X(putc_unlocked)    \
+	X(putchar)          \
+	X(putchar_unlocked) \
+	X(__overflow)       \
+	X(perror)           \
+	X(vfprintf)         \
+	X(vprintf)          \
+	X(vdprintf)         \
+	X(__vfprintf_chk)   \
+	X(__vprintf_chk)    \
+	X(__vdprintf_chk)   \
+	X(fputwc)           \
+	X(putwc)            \
+	X(putwchar)         \
+	X(fputws)           \
+	X(vfwprintf)        \
+	X(vwprintf)         \
+	X(__vfwprintf_chk)  \
+	X(__vwprintf_chk)   \
+	X(freopen)          \
+	X(freopen64)        \
+	X(fflush)           \
+	X(fflush_unlocked)  \
+	X(fcloseall)        \
+	X(fseek)            \
+	X(fseeko)           \
+	X(fseeko64)         \
+	X(fsetpos)          \
+	X(fsetpos64)        \
+	X(rewind)
+
+enum {
+#define STDIO_ENUM(name) STDIO_##name,
+	STDIO_NAMES(STDIO_ENUM)
+#undef STDIO_ENUM
+		STDIO_COUNT
+};
+
+/* In the hot data: every program's exit flushes its streams, and binds fflush here. */
+PP_HOT static void *stdio_next[STDIO_COUNT];
+#define NEXT(name) stdio_next[STDIO_##name]
+
+/*
+ * Binds, in one walk of the symbol tables, every name not bound yet,
+ * before a fork of a process with pipes (init.c): a fork child does not
+ * map libc's symbol tables, so each name it bound itself would cost it
+ * page faults there, and a copy of the page of the slots. What the walk
+ * cannot settle is left to the first use, as before.
+ */
+void pp_stdio_bind(void)
+{
+	static const char names[] =
+#define STDIO_STR(name) #name "\0"
+		STDIO_NAMES(STDIO_STR);
+#undef STDIO_STR
+	static int done;
+	const char *name[STDIO_COUNT], *n = names;
+	void *fn[STDIO_COUNT];
+	int k, left = 0, idx[STDIO_COUNT];
+
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+		return;
+	for (k = 0; k < STDIO_COUNT; k++, n += strlen(n) + 1) {
+		if (__atomic_load_n(&stdio_next[k], __ATOMIC_ACQUIRE))
+			continue;
+		idx[left] = k;
+		name[left++] = n;
+	}
+	if (!left)
+		return;
+	pp_real_next_many(left, name, fn);
+	for (k = 0; k < left; k++) {
+		void *expected = NULL;
+
+		if (fn[k])
+			__atomic_compare_exchange_n(&stdio_next[idx[k]], &expected, fn[k], false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+}
 
 /* The next definition of @name after libppipe (libc's), found once. */
 static void *bind_next(void **slot, const char *name)
@@ -51,26 +145,25 @@ static void *bind_next(void **slot, const char *name)
  * jump; the rest, out of line: @pre, and binding on first use (@fail
  * with ENOSYS if libc had no such function: it always has).
  */
-#define WRAP(ret, name, params, args, fail, pre)                                            \
-	static void *next_##name;                                                           \
-	static __attribute__((noinline, cold)) ret slow_##name params                       \
-	{                                                                                   \
-		__typeof__(&name) fn_;                                                      \
-		pre;                                                                        \
-		fn_ = (__typeof__(&name))bind_next(&next_##name, #name);                    \
-		if (unlikely(!fn_)) {                                                       \
-			errno = ENOSYS;                                                     \
-			return fail;                                                        \
-		}                                                                           \
-		return fn_ args;                                                            \
-	}                                                                                   \
-	PP_COMMON PP_EXPORT ret(name) params                                                \
-	{                                                                                   \
-		__typeof__(&name) fn_ =                                                     \
-			(__typeof__(&name))__atomic_load_n(&next_##name, __ATOMIC_ACQUIRE); \
-		if (likely(fn_ && !pp_engine_hooks()))                                      \
-			return fn_ args;                                                    \
-		return slow_##name args;                                                    \
+#define WRAP(ret, name, params, args, fail, pre)                                           \
+	static __attribute__((noinline, cold)) ret slow_##name params                      \
+	{                                                                                  \
+		__typeof__(&name) fn_;                                                     \
+		pre;                                                                       \
+		fn_ = (__typeof__(&name))bind_next(&NEXT(name), #name);                    \
+		if (unlikely(!fn_)) {                                                      \
+			errno = ENOSYS;                                                    \
+			return fail;                                                       \
+		}                                                                          \
+		return fn_ args;                                                           \
+	}                                                                                  \
+	PP_COMMON PP_EXPORT ret(name) params                                               \
+	{                                                                                  \
+		__typeof__(&name) fn_ =                                                    \
+			(__typeof__(&name))__atomic_load_n(&NEXT(name), __ATOMIC_ACQUIRE); \
+		if (likely(fn_ && !pp_engine_hooks()))                                     \
+			return fn_ args;                                                   \
+		return slow_##name args;                                                   \
 	}
 
 /* Defines the variadic @name as its va_list form @vname, which has the same leading arguments. */
@@ -123,39 +216,38 @@ static inline void before_pending(FILE *f)
  * libppipe may accelerate, the call is made by stdiowrite.h, and writes by
  * libppipe's path. Elsewhere, a few loads more before libc's own.
  */
-#define WRAP_WRITE(ret, name, params, args, fail, quick, len, stream, lock, done, left)     \
-	static void *next_##name;                                                           \
-	static __attribute__((noinline)) ret slow_##name params                             \
-	{                                                                                   \
-		__typeof__(&name) fn_;                                                      \
-		size_t len_ = 0;                                                            \
-		ret r_;                                                                     \
-                                                                                            \
-		before(stream);                                                             \
-		if ((len) && pp_stdio_may_take(stream, len_)) {                             \
-			size_t w_ = pp_stdio_write(stream, buf_of args, len_, lock);        \
-                                                                                            \
-			if (w_ != PP_STDIO_LIBC)                                            \
-				return done;                                                \
-		}                                                                           \
-		fn_ = (__typeof__(&name))bind_next(&next_##name, #name);                    \
-		if (unlikely(!fn_)) {                                                       \
-			errno = ENOSYS;                                                     \
-			return fail;                                                        \
-		}                                                                           \
-		r_ = fn_ args;                                                              \
-		if (unlikely(pp_cfg.watch))                                                 \
-			libc_wrote(stream, left);                                           \
-		return r_;                                                                  \
-	}                                                                                   \
-	PP_COMMON PP_EXPORT ret(name) params                                                \
-	{                                                                                   \
-		__typeof__(&name) fn_ =                                                     \
-			(__typeof__(&name))__atomic_load_n(&next_##name, __ATOMIC_ACQUIRE); \
-		if (likely(fn_ && !pp_engine_hooks() && !(quick) &&                         \
-			   !(unlikely(pp_cfg.watch) && pp_stdio_fd_may_take(stream))))      \
-			return fn_ args;                                                    \
-		return slow_##name args;                                                    \
+#define WRAP_WRITE(ret, name, params, args, fail, quick, len, stream, lock, done, left)    \
+	static __attribute__((noinline)) ret slow_##name params                            \
+	{                                                                                  \
+		__typeof__(&name) fn_;                                                     \
+		size_t len_ = 0;                                                           \
+		ret r_;                                                                    \
+                                                                                           \
+		before(stream);                                                            \
+		if ((len) && pp_stdio_may_take(stream, len_)) {                            \
+			size_t w_ = pp_stdio_write(stream, buf_of args, len_, lock);       \
+                                                                                           \
+			if (w_ != PP_STDIO_LIBC)                                           \
+				return done;                                               \
+		}                                                                          \
+		fn_ = (__typeof__(&name))bind_next(&NEXT(name), #name);                    \
+		if (unlikely(!fn_)) {                                                      \
+			errno = ENOSYS;                                                    \
+			return fail;                                                       \
+		}                                                                          \
+		r_ = fn_ args;                                                             \
+		if (unlikely(pp_cfg.watch))                                                \
+			libc_wrote(stream, left);                                          \
+		return r_;                                                                 \
+	}                                                                                  \
+	PP_COMMON PP_EXPORT ret(name) params                                               \
+	{                                                                                  \
+		__typeof__(&name) fn_ =                                                    \
+			(__typeof__(&name))__atomic_load_n(&NEXT(name), __ATOMIC_ACQUIRE); \
+		if (likely(fn_ && !pp_engine_hooks() && !(quick) &&                        \
+			   !(unlikely(pp_cfg.watch) && pp_stdio_fd_may_take(stream))))     \
+			return fn_ args;                                                   \
+		return slow_##name args;                                                   \
 	}
 
 /*
@@ -163,30 +255,29 @@ static inline void before_pending(FILE *f)
  * (pp_cfg.watch) counts the @left bytes (an expression of the result r_)
  * that libc wrote for @stream out of sight: stdiowrite.h.
  */
-#define WRAP_COUNTED(ret, name, params, args, fail, pre, stream, left)                      \
-	static void *next_##name;                                                           \
-	static __attribute__((noinline, cold)) ret slow_##name params                       \
-	{                                                                                   \
-		__typeof__(&name) fn_;                                                      \
-		ret r_;                                                                     \
-		pre;                                                                        \
-		fn_ = (__typeof__(&name))bind_next(&next_##name, #name);                    \
-		if (unlikely(!fn_)) {                                                       \
-			errno = ENOSYS;                                                     \
-			return fail;                                                        \
-		}                                                                           \
-		r_ = fn_ args;                                                              \
-		if (pp_cfg.watch)                                                           \
-			libc_wrote(stream, left);                                           \
-		return r_;                                                                  \
-	}                                                                                   \
-	PP_COMMON PP_EXPORT ret(name) params                                                \
-	{                                                                                   \
-		__typeof__(&name) fn_ =                                                     \
-			(__typeof__(&name))__atomic_load_n(&next_##name, __ATOMIC_ACQUIRE); \
-		if (likely(fn_ && !pp_engine_hooks() && !pp_cfg.watch))                     \
-			return fn_ args;                                                    \
-		return slow_##name args;                                                    \
+#define WRAP_COUNTED(ret, name, params, args, fail, pre, stream, left)                     \
+	static __attribute__((noinline, cold)) ret slow_##name params                      \
+	{                                                                                  \
+		__typeof__(&name) fn_;                                                     \
+		ret r_;                                                                    \
+		pre;                                                                       \
+		fn_ = (__typeof__(&name))bind_next(&NEXT(name), #name);                    \
+		if (unlikely(!fn_)) {                                                      \
+			errno = ENOSYS;                                                    \
+			return fail;                                                       \
+		}                                                                          \
+		r_ = fn_ args;                                                             \
+		if (pp_cfg.watch)                                                          \
+			libc_wrote(stream, left);                                          \
+		return r_;                                                                 \
+	}                                                                                  \
+	PP_COMMON PP_EXPORT ret(name) params                                               \
+	{                                                                                  \
+		__typeof__(&name) fn_ =                                                    \
+			(__typeof__(&name))__atomic_load_n(&NEXT(name), __ATOMIC_ACQUIRE); \
+		if (likely(fn_ && !pp_engine_hooks() && !pp_cfg.watch))                    \
+			return fn_ args;                                                   \
+		return slow_##name args;                                                   \
 	}
 
 /* Bytes a call handed libc for @stream (a FILE *, or an fd for dprintf): counted, out of line. */
@@ -244,8 +335,7 @@ WRAP(int, __overflow, (FILE * f, int c), (f, c), EOF, before(f))
 
 PP_COMMON PP_EXPORT void(perror)(const char *s)
 {
-	static void *next_;
-	void (*fn)(const char *) = (void (*)(const char *))bind_next(&next_, "perror");
+	void (*fn)(const char *) = (void (*)(const char *))bind_next(&NEXT(perror), "perror");
 
 	before(stderr);
 	if (likely(fn))
@@ -345,16 +435,12 @@ static FILE *reopen(void **next, const char *name, const char *path, const char 
 
 PP_COMMON PP_EXPORT FILE *(freopen)(const char *path, const char *mode, FILE *f)
 {
-	static void *next_;
-
-	return reopen(&next_, "freopen", path, mode, f);
+	return reopen(&NEXT(freopen), "freopen", path, mode, f);
 }
 
 PP_COMMON PP_EXPORT FILE *(freopen64)(const char *path, const char *mode, FILE *f)
 {
-	static void *next_;
-
-	return reopen(&next_, "freopen64", path, mode, f);
+	return reopen(&NEXT(freopen64), "freopen64", path, mode, f);
 }
 
 WRAP(int, fflush, (FILE * f), (f), EOF, before_pending(f))
@@ -368,8 +454,7 @@ WRAP(int, fsetpos64, (FILE * f, const fpos64_t *pos), (f, pos), -1, before_pendi
 
 PP_COMMON PP_EXPORT void(rewind)(FILE *f)
 {
-	static void *next_;
-	void (*fn)(FILE *) = (void (*)(FILE *))bind_next(&next_, "rewind");
+	void (*fn)(FILE *) = (void (*)(FILE *))bind_next(&NEXT(rewind), "rewind");
 
 	before_pending(f);
 	if (likely(fn))

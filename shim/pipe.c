@@ -30,35 +30,23 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* PP_MAX_PIPES objects, type-stable, mapped at the first pipe (pipe.h reads it inline). */
+/*
+ * PP_MAX_PIPES objects, type-stable, mapped at the first pipe with the fd
+ * table (fdtable.c; pipe.h reads it inline). Taken from the last one
+ * down: the last ones share a page with the table's first fds.
+ */
 PP_HOT struct pp_pipe *pp_pipes;
 #define slots pp_pipes
 PP_HOT static uint64_t free_top; /* tag << 32 | (index + 1) of the top free slot */
 PP_HOT static uint32_t slots_used; /* high-water mark (may overshoot PP_MAX_PIPES) */
 PP_HOT static int live_pipes; /* pipes between pp_pipe_new and their free */
 
-/* Maps *@where once (errno is the caller's, kept: pipe() calls this). */
-static void *map_once(void **where, size_t len, int flags)
+PP_COMMON bool pp_pipes_place(struct pp_pipe *objs)
 {
-	void *p = __atomic_load_n(where, __ATOMIC_ACQUIRE);
-	void *expected = NULL;
-	int saved;
+	struct pp_pipe *expected = NULL;
 
-	if (p)
-		return p;
-	saved = errno;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED) {
-		errno = saved;
-		return NULL;
-	}
-	if (!__atomic_compare_exchange_n(where, &expected, p, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		munmap(p, len);
-		p = expected;
-	}
-	errno = saved;
-	return p;
+	return __atomic_compare_exchange_n(&slots, &expected, objs, false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_ACQUIRE);
 }
 
 PP_COMMON int pp_pipes_live(void)
@@ -81,7 +69,7 @@ static struct pp_pipe *slot_pop(void)
 	do {
 		if (!(uint32_t)top) {
 			i = pp_solo_fetch_add(&slots_used, 1, __ATOMIC_ACQ_REL);
-			return i < PP_MAX_PIPES ? &slots[i] : NULL;
+			return i < PP_MAX_PIPES ? &slots[PP_MAX_PIPES - 1 - i] : NULL;
 		}
 		i = (uint32_t)top - 1;
 		next = ((top >> 32) + 1) << 32 |
@@ -111,7 +99,8 @@ PP_COMMON struct pp_pipe *pp_pipe_new(uint64_t ino, bool created_here, int capac
 {
 	struct pp_pipe *p;
 
-	if (!map_once((void **)&slots, PP_MAX_PIPES * sizeof(struct pp_pipe), MAP_PRIVATE))
+	/* Mapped with the fd table (pp_fdt_init()), which every caller has. */
+	if (!__atomic_load_n(&slots, __ATOMIC_ACQUIRE))
 		return NULL;
 	pp_mark_used(PP_USED_PIPES);
 	p = slot_pop();
@@ -324,7 +313,7 @@ PP_COMMON void pp_pipes_for_each(void (*fn)(struct pp_pipe *, void *), void *arg
 {
 	uint32_t n = slots_in_use();
 
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = PP_MAX_PIPES - n; i < PP_MAX_PIPES; i++) {
 		struct pp_pipe *p = &slots[i];
 
 		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PP_PIPE_LIVE ||
@@ -401,7 +390,7 @@ PP_COMMON void pp_pipes_after_fork_child(void)
 	 * nothing is freed under this walk. A field is written only when it
 	 * is not in its reset state already (no copy-on-write for nothing).
 	 */
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = PP_MAX_PIPES - n; i < PP_MAX_PIPES; i++) {
 		struct pp_pipe *p = &slots[i];
 
 		if (__atomic_load_n(&p->users, __ATOMIC_RELAXED))

@@ -87,7 +87,8 @@ static inline struct pp_shared *pp_pipe_sh(const struct pp_pipe *p)
 
 /*
  * Creates the object for a new pipe (pipe/pipe2) or an inherited one
- * (PPIPE_READERS=trust), its state private to this process. @capacity
+ * (PPIPE_READERS=trust), its state private to this process; the objects
+ * are mapped with the fd table (fdtable.h, pp_fdt_init()). @capacity
  * may be 0 (not known yet: the engine asks before the first ring).
  * Returns NULL when libppipe cannot track it.
  */
@@ -201,6 +202,11 @@ uint32_t pp_pipe_capacity(struct pp_pipe *p, int fd);
 
 /* Every pipe object, by index: PP_MAX_PIPES of them, never unmapped (NULL before the first). */
 extern struct pp_pipe *pp_pipes;
+/*
+ * Makes @objs (PP_MAX_PIPES of them, zeroed) the pipe objects, unless
+ * there are some already (false): the fd table maps them (fdtable.c).
+ */
+bool pp_pipes_place(struct pp_pipe *objs);
 
 /* Type-stable identity: index and generation (bumped when freed). */
 static inline uint32_t pp_pipe_index(const struct pp_pipe *p)

@@ -23,9 +23,13 @@ PP_HOT struct pp_real pp_real;
  * What they cannot settle is asked of dlsym, as before.
  */
 
-/* The names, one string (on the page loading writes anyway: no fault for a constant page). */
+/*
+ * The names, one string, among the start-up code that reads them (compiler.h,
+ * PP_START_DATA): no page fault for a page of constants, and no room taken
+ * on the page of the hot data.
+ */
 #define PP_REAL_NAME(ret, name, params) #name "\0"
-PP_HOT static char real_names[] = PP_REAL_FUNCS(PP_REAL_NAME);
+PP_START_DATA static const char real_names[] = PP_REAL_FUNCS(PP_REAL_NAME);
 #undef PP_REAL_NAME
 #define PP_REAL_ONE(ret, name, params) +1
 enum { PP_REAL_COUNT = 0 PP_REAL_FUNCS(PP_REAL_ONE) };
@@ -242,6 +246,27 @@ PP_START void *pp_real_next(const char *name)
 	if (last)
 		walk_next(1, &name, &fn, &done, last);
 	return fn ? fn : dlsym(RTLD_NEXT, name);
+}
+
+void pp_real_next_many(int count, const char *const name[], void *fn[])
+{
+	const struct link_map *last;
+	bool done[PP_REAL_COUNT];
+
+	for (int k = 0; k < count; k++)
+		fn[k] = NULL;
+	pp_real_bind();
+	last = __atomic_load_n(&start_tail, __ATOMIC_ACQUIRE);
+	if (!last)
+		return;
+	/* walk_next() hashes at most PP_REAL_COUNT names at a time. */
+	for (int at = 0; at < count; at += PP_REAL_COUNT) {
+		int n = count - at < PP_REAL_COUNT ? count - at : PP_REAL_COUNT;
+
+		for (int k = 0; k < n; k++)
+			done[k] = false;
+		walk_next(n, name + at, fn + at, done, last);
+	}
 }
 
 /*

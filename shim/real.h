@@ -92,6 +92,11 @@ void pp_real_bind(void);
  * nowhere.
  */
 void *pp_real_next(const char *name);
+/*
+ * The same walk for @count names at once, into @fn; without dlsym, so
+ * that it takes no lock: what the walk cannot settle is NULL.
+ */
+void pp_real_next_many(int count, const char *const name[], void *fn[]);
 
 /* The bound entry @name, binding first if needed; NULL if libc lacks it. */
 #define PP_REAL(name) (pp_real.name ? pp_real.name : (pp_real_bind(), pp_real.name))
