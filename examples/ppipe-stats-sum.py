@@ -335,6 +335,13 @@ def plain_reason(stories):
     return SMALL
 
 
+def _count(items):
+    out = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
+
+
 def summarise(objs):
     notes = [o for o in objs if is_exec_note(o)]
     reports = [o for o in objs if not is_exec_note(o)]
@@ -359,6 +366,8 @@ def summarise(objs):
         "bytes_stdio": sum(r["totals"].get("bytes_stdio", 0) for r in reports),
         "plain_pipes": dict(sorted(plain.items(), key=lambda kv: (-kv[1], kv[0]))),
         "closed_pipes_unlisted": sum(r.get("closed_pipes_unlisted", 0) for r in reports),
+        "no_registry": dict(sorted(_count(r.get("registry_missing") for r in reports
+                                          if r.get("registry_missing")).items())),
         "unseen_programs": {image: len(p) for image, p in
                             sorted(unseen_execs(reports, notes).items(),
                                    key=lambda kv: str(kv[0]))},
@@ -383,6 +392,10 @@ def line(s, bad):
             text += "none"
         if s["closed_pipes_unlisted"]:
             text += f"; {s['closed_pipes_unlisted']} closed pipes not itemised"
+        for why, k in s["no_registry"].items():
+            text += (f"; {k} process{'' if k == 1 else 'es'} went without a pipe registry "
+                     f"({why.removeprefix('no pipe registry: ')}): their pipes that "
+                     f"crossed stayed plain")
         if s["unseen_programs"]:
             n = sum(s["unseen_programs"].values())
             names = ", ".join(str(k) for k in s["unseen_programs"])

@@ -248,6 +248,7 @@ static void build_report(struct report_ctx *ctx, struct pp_stats_report *rep, bo
 	/* The tree's registry, read page by page: for a report, not for the counters file. */
 	if (itemised) {
 		pp_reg_occupancy(&rep->registry);
+		rep->registry_missing = pp_reg_missing();
 		/* Which program: what an exec's note names it by (pp_stats_exec_note). */
 		PP_SYSCALL(SYS_prctl, PR_GET_NAME, rep->image, 0, 0, 0);
 	}

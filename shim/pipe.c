@@ -343,7 +343,11 @@ static bool share_or_plain(struct pp_pipe *p)
 	if (!p->created_here)
 		return false; /* its state stays each process's own (PPIPE_READERS=trust) */
 	if (pp_pipe_share(p)) {
-		pp_pipe_mark_unsafe(p, "no registry slot to share it with another process");
+		/* The statistics count pipes by this reason (stats.h, "reason"). */
+		const char *why = pp_reg_missing();
+
+		pp_pipe_mark_unsafe(p, why ? why :
+					     "no registry slot to share it with another process");
 		return false;
 	}
 	return true;

@@ -125,22 +125,92 @@ static void reap_orphans(void)
 	pp_sys_close((int)fd);
 }
 
+/*
+ * A host's System V segment ids (kernel.shmmni, per IPC namespace) are
+ * shared with other software: databases, X11 shared memory, HPC
+ * libraries. A registry is made only while at least 1/REG_IDS_FREE_SHARE
+ * of them would stay free after it, so that libppipe is never the reason
+ * another program's shmget() fails. A process that went without one tries
+ * again at most once a second (its fork children inherit the wait).
+ */
+#define REG_IDS_FREE_SHARE 2
+#define REG_RETRY_NS 1000000000ull
+static const char *missing;
+static uint64_t retry_after;
+
+PP_COMMON const char *pp_reg_missing(void)
+{
+	return __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE) ?
+		       NULL :
+		       __atomic_load_n(&missing, __ATOMIC_RELAXED);
+}
+
+/* Goes without a registry for @why (said once per process). */
+static void reg_declined(const char *why, long used, long max)
+{
+	static int told;
+
+	__atomic_store_n(&missing, why, __ATOMIC_RELAXED);
+	__atomic_store_n(&retry_after, reg_boot_ns() + REG_RETRY_NS, __ATOMIC_RELAXED);
+	if (!pp_cfg.debug || __atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+		return;
+	if (max > 0)
+		pp_debug("no pipe registry for this process tree: %ld of the host's %ld shared "
+			 "memory segment ids are in use, and libppipe leaves 1/%d of them to other "
+			 "programs; pipes that cross into another process stay plain",
+			 used, max, REG_IDS_FREE_SHARE);
+	else
+		pp_debug("%s (for this process tree): pipes that cross into another process "
+			 "stay plain",
+			 why);
+}
+
+/* Whether making a segment now would leave less than the share of ids free. */
+static bool ids_scarce(long *used, long *max)
+{
+	struct shminfo info;
+	struct shm_info now;
+
+	/* Not known (an old kernel, seccomp): shmget() decides, as before. */
+	if (PP_SYSCALL(SYS_shmctl, 0, IPC_INFO, &info) < 0 ||
+	    PP_SYSCALL(SYS_shmctl, 0, SHM_INFO, &now) < 0 || !info.shmmni)
+		return false;
+	*used = now.used_ids;
+	*max = (long)info.shmmni;
+	return (unsigned long)now.used_ids + 1 > info.shmmni - info.shmmni / REG_IDS_FREE_SHARE;
+}
+
 /* Makes this tree's registry, on the first pipe that crosses. */
 static struct reg_header *reg_create(void)
 {
 	static int creating;
 	struct reg_header *h;
-	long id;
+	long id, used = 0, max = 0;
 
 	if (__atomic_exchange_n(&creating, 1, __ATOMIC_ACQUIRE))
 		return NULL; /* another thread (or a handler in this one) is at it */
 	h = __atomic_load_n(&pp_reg, __ATOMIC_ACQUIRE);
 	if (h)
 		goto out;
-	reap_orphans();
-	id = PP_SYSCALL(SYS_shmget, IPC_PRIVATE, REG_SIZE, IPC_CREAT | IPC_EXCL | 0600);
-	if (id < 0)
+	if (__atomic_load_n(&missing, __ATOMIC_RELAXED) &&
+	    reg_boot_ns() < __atomic_load_n(&retry_after, __ATOMIC_RELAXED))
 		goto out;
+	reap_orphans();
+	if (ids_scarce(&used, &max)) {
+		reg_declined("no pipe registry: the host's shared-memory segment ids are scarce",
+			     used, max);
+		goto out;
+	}
+	id = PP_SYSCALL(SYS_shmget, IPC_PRIVATE, REG_SIZE, IPC_CREAT | IPC_EXCL | 0600);
+	if (id < 0) {
+		reg_declined(id == -ENOSPC ? "no pipe registry: shmget() found no segment id left" :
+			     id == -ENOMEM ? "no pipe registry: shmget() found no memory for it" :
+			     id == -EPERM || id == -EACCES || id == -ENOSYS ?
+					     "no pipe registry: shmget() is not allowed here" :
+					     "no pipe registry: shmget() failed",
+			     0, 0);
+		goto out;
+	}
 	h = attach((int)id);
 	/*
 	 * Marked for removal at once: the kernel frees it when the last

@@ -179,5 +179,11 @@ bool pp_reg_sweep_now(void);
 
 /* What the registry holds now, for the statistics (all 0 without one). */
 void pp_reg_occupancy(struct pp_stats_registry *o);
+/*
+ * Why this process has no registry, when it tried to make one and did not
+ * (a static string: the host's shared-memory segment ids are scarce, or
+ * shmget() refused), else NULL.
+ */
+const char *pp_reg_missing(void);
 
 #endif

@@ -547,6 +547,8 @@ static size_t pp_stats_render(const struct pp_stats_report *r, char *buf, size_t
 	} else {
 		pp_out_str(&o, "null");
 	}
+	pp_out_str(&o, ",\"registry_missing\":");
+	pp_out_json_str(&o, r->registry_missing);
 	pp_out_str(&o, ",\"totals\":{");
 	pp_out_counters(&o, &r->totals);
 	pp_out_str(&o, "},\"latency_ns\":");

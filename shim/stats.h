@@ -9,6 +9,7 @@
  *                     "splices":.., "dropped_bytes":.., "errors_reported":..,
  *                     "flush_waits":..},
  *    "registry": {<PP_REGISTRY_FIELDS>} or null,
+ *    "registry_missing": why the process went without one (pp_reg_missing) or null,
  *    "totals": {<every counter>},
  *    "latency_ns": {"count":..,"avg":..,"p50":..,"p99":..,"max":..,
  *                   "buckets":[[upper_ns,count],...]},
@@ -213,6 +214,7 @@ struct pp_stats_report {
 	uint64_t exited_rings_reused; /* rings of exited threads taken over by others */
 	uint64_t exited_rings_freed; /* and unmapped */
 	struct pp_stats_registry registry; /* all 0 (null in the JSON) without one */
+	const char *registry_missing; /* why there is none, when it tried to make one; NULL */
 	struct pp_counters totals; /* closed pipes + live ones, summed by the caller */
 	const struct pp_latency *latency;
 	const struct pp_fd_report *fds;

@@ -186,6 +186,27 @@ def test_unseen(script, base):
           f"unseen: line {text!r}")
 
 
+def test_no_registry(script, base):
+    """Processes that went without a registry are counted by their reason, and named in the line."""
+    why = "no pipe registry: the host's shared-memory segment ids are scarce"
+    plain = pipe(50, "passthrough", why, pt=4 << 20)
+    sh = report(601, closed=[plain])
+    sh["registry_missing"] = why
+    sh2 = report(602)
+    sh2["registry_missing"] = why
+    fine = report(603)
+    fine["registry_missing"] = None
+    d = write_dir(base, "noreg", {"601.json": [sh], "602.json": [sh2], "603.json": [fine]})
+    r = run(script, d, "--json")
+    s = json.loads(r.stdout)
+    check(s["no_registry"] == {why: 2}, f"no registry: {s['no_registry']}")
+    check(s["plain_pipes"] == {why: 1}, f"no registry: plain {s['plain_pipes']}")
+    text = run(script, d).stdout.strip()
+    check(text.endswith("; 2 processes went without a pipe registry (the host's shared-memory "
+                        "segment ids are scarce): their pipes that crossed stayed plain"),
+          f"no registry: line {text!r}")
+
+
 def test_human(script):
     spec = importlib.util.spec_from_file_location("sumscript", script)
     mod = importlib.util.module_from_spec(spec)
@@ -207,6 +228,7 @@ def main(argv):
         test_unknown_inode(script, base)
         test_old_and_bad(script, base)
         test_unseen(script, base)
+        test_no_registry(script, base)
         test_human(script)
     finally:
         shutil.rmtree(base, ignore_errors=True)
