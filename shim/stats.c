@@ -809,6 +809,19 @@ void pp_stats_emit_fd(int fd, const struct pp_stats_report *r)
 	errno = saved;
 }
 
+/*
+ * The last note written: execvp() and posix_spawnp() try each directory of
+ * PATH in turn, and each failed try would write the same note again. (A
+ * vfork child writes it into its parent's memory: it names the child's
+ * pid, so the parent's own notes are never taken for it.)
+ */
+static struct {
+	long pid;
+	char comm[16];
+	uint64_t first;
+	int n;
+} last_note;
+
 PP_COMMON void pp_stats_exec_note(long pid, const char comm[16], const uint64_t *inos, int n)
 {
 	char line[4096], path[PATH_MAX], image[17];
@@ -821,6 +834,13 @@ PP_COMMON void pp_stats_exec_note(long pid, const char comm[16], const uint64_t 
 	if (!dest[0] || !strcmp(dest, "0") || !strcmp(dest, "1") || n <= 0)
 		return;
 	r.pid = (pid_t)(pid > 0 ? pid : PP_SYSCALL(SYS_getpid));
+	if (last_note.pid == r.pid && last_note.n == n && last_note.first == inos[0] &&
+	    !memcmp(last_note.comm, comm, sizeof(last_note.comm)))
+		goto out;
+	last_note.pid = r.pid;
+	last_note.n = n;
+	last_note.first = inos[0];
+	memcpy(last_note.comm, comm, sizeof(last_note.comm));
 	memcpy(image, comm, 16);
 	image[16] = 0;
 	len = pp_stats_format(&r, line, sizeof(line));

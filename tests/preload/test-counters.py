@@ -84,7 +84,9 @@ def reports(d):
     for name in sorted(os.listdir(d)):
         if name.endswith(".json"):
             with open(os.path.join(d, name)) as f:
-                out += [json.loads(ln) for ln in f if ln.strip()]
+                objs = [json.loads(ln) for ln in f if ln.strip()]
+            # An exec's note (it names the program it handed pipes to) is no report.
+            out += [o for o in objs if "exec" not in o]
     return out
 
 
