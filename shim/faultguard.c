@@ -110,6 +110,7 @@ static bool install(void)
 	sigset_t saved;
 	bool ok;
 
+	pp_faultguard_bind();
 	if (!real_sigaction)
 		return false;
 	sigemptyset(&ours.sa_mask);

@@ -439,7 +439,7 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 {
 	bool ours;
 
-	pp_real_bind();
+	pp_real_start();
 	ours = pp_config_load(environ);
 	/* Test faults and an inherited registry are PPIPE_ variables too. */
 	if (ours)
@@ -463,7 +463,6 @@ PP_START __attribute__((constructor(101))) static void pp_init(void)
 			pp_exec_forget_inherited(environ);
 		return;
 	}
-	pp_faultguard_bind();
 	/* Pipe ends inherited through exec from a libppipe process tree. */
 	if (ours && pp_exec_inherited(environ)) {
 		pp_exec_start(environ);

@@ -91,7 +91,11 @@ PP_COMMON PP_EXPORT void closefrom(int low)
 
 PP_COMMON PP_EXPORT pid_t fork(void)
 {
-	/* What the child may call of stdio, bound once here rather than in every child. */
+	/*
+	 * What the child may call, bound once here rather than in every
+	 * child: libc's functions, and those of stdio where pipes may cross.
+	 */
+	pp_real_bind_all();
 	if (pp_pipes_live())
 		pp_stdio_bind();
 	return pp_fork();
@@ -143,7 +147,7 @@ PP_COMMON PP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	r = pp_real.ioctl ? pp_real.ioctl(fd, req, arg) : (int)syscall(SYS_ioctl, fd, req, arg);
+	r = PP_REAL(ioctl) ? pp_real.ioctl(fd, req, arg) : (int)syscall(SYS_ioctl, fd, req, arg);
 	if (r == 0 && req == FIONBIO && arg) {
 		int saved = errno;
 

@@ -31,9 +31,8 @@ PP_HOT struct pp_real pp_real;
 #define PP_REAL_NAME(ret, name, params) #name "\0"
 PP_START_DATA static const char real_names[] = PP_REAL_FUNCS(PP_REAL_NAME);
 #undef PP_REAL_NAME
-#define PP_REAL_ONE(ret, name, params) +1
-enum { PP_REAL_COUNT = 0 PP_REAL_FUNCS(PP_REAL_ONE) };
-#undef PP_REAL_ONE
+_Static_assert(sizeof(struct pp_real) == PP_REAL_COUNT * sizeof(void *),
+	       "the entries are the list's pointers, in order");
 
 /* This object's dynamic section: how it knows itself among the loaded ones. */
 extern ElfW(Dyn) _DYNAMIC[] __attribute__((visibility("hidden")));
@@ -204,35 +203,88 @@ PP_START static void walk_next(int count, const char *const name[], void *fn[], 
 	}
 }
 
-PP_HOT static int bound;
+PP_HOT static int bound; /* every entry bound (or tried) */
+PP_HOT static bool eager; /* the walk cannot be trusted here: everything at start */
 
-PP_START void pp_real_bind(void)
+/* The @k'th name of real_names. */
+PP_START static const char *real_name(int k)
+{
+	const char *n = real_names;
+
+	while (k--)
+		while (*n++)
+			;
+	return n;
+}
+
+/* Entry @k, as the list's pointers. */
+static inline void **real_slot(int k)
+{
+	return &((void **)&pp_real)[k];
+}
+
+PP_START void pp_real_bind_all(void)
 {
 	void *fn[PP_REAL_COUNT] = { NULL };
 	bool done[PP_REAL_COUNT] = { false };
 	const char *name[PP_REAL_COUNT];
-	const struct link_map *m;
-	const char *n = real_names;
 	int k;
 
 	if (__atomic_exchange_n(&bound, 1, __ATOMIC_ACQ_REL))
 		return;
-	for (m = _r_debug.r_map; m && m->l_next; m = m->l_next)
-		;
-	__atomic_store_n(&start_tail, m, __ATOMIC_RELEASE);
 	for (k = 0; k < PP_REAL_COUNT; k++) {
-		name[k] = n;
-		while (*n++)
-			;
+		name[k] = real_name(k);
+		fn[k] = __atomic_load_n(real_slot(k), __ATOMIC_ACQUIRE);
+		done[k] = fn[k] != NULL;
 	}
-	walk_next(PP_REAL_COUNT, name, fn, done, NULL);
-	for (k = 0; k < PP_REAL_COUNT; k++)
+	if (!eager)
+		walk_next(PP_REAL_COUNT, name, fn, done,
+			  __atomic_load_n(&start_tail, __ATOMIC_ACQUIRE));
+	for (k = 0; k < PP_REAL_COUNT; k++) {
 		if (!fn[k])
 			fn[k] = dlsym(RTLD_NEXT, name[k]);
-	k = 0;
-#define PP_REAL_SET(ret, name, params) pp_real.name = (ret(*) params)fn[k++];
-	PP_REAL_FUNCS(PP_REAL_SET)
-#undef PP_REAL_SET
+		__atomic_store_n(real_slot(k), fn[k], __ATOMIC_RELEASE);
+	}
+}
+
+PP_START void pp_real_start(void)
+{
+	const struct link_map *m, *tail = NULL;
+	bool walkable = false;
+
+	for (m = _r_debug.r_map; m; m = m->l_next) {
+		tail = m;
+		if (m->l_ld == _DYNAMIC)
+			walkable = true; /* ours is in the main list: what follows is searched */
+		else if (walkable) {
+			struct dso d;
+
+			if (!dso_of(m, &d))
+				walkable = false;
+		}
+	}
+	__atomic_store_n(&start_tail, tail, __ATOMIC_RELEASE);
+	if (!walkable || !tail) {
+		eager = true;
+		pp_real_bind_all();
+	}
+}
+
+PP_COMMON void *pp_real_bind_one(enum pp_real_index k)
+{
+	void *fn = __atomic_load_n(real_slot(k), __ATOMIC_ACQUIRE);
+	const char *name;
+	bool done = false;
+
+	if (fn || (unsigned int)k >= PP_REAL_COUNT)
+		return fn;
+	name = real_name(k);
+	if (!eager)
+		walk_next(1, &name, &fn, &done, __atomic_load_n(&start_tail, __ATOMIC_ACQUIRE));
+	if (!fn)
+		fn = dlsym(RTLD_NEXT, name);
+	__atomic_store_n(real_slot(k), fn, __ATOMIC_RELEASE);
+	return fn;
 }
 
 PP_START void *pp_real_next(const char *name)
@@ -241,9 +293,8 @@ PP_START void *pp_real_next(const char *name)
 	void *fn = NULL;
 	bool done = false;
 
-	pp_real_bind();
 	last = __atomic_load_n(&start_tail, __ATOMIC_ACQUIRE);
-	if (last)
+	if (last && !eager)
 		walk_next(1, &name, &fn, &done, last);
 	return fn ? fn : dlsym(RTLD_NEXT, name);
 }
@@ -255,9 +306,8 @@ void pp_real_next_many(int count, const char *const name[], void *fn[])
 
 	for (int k = 0; k < count; k++)
 		fn[k] = NULL;
-	pp_real_bind();
 	last = __atomic_load_n(&start_tail, __ATOMIC_ACQUIRE);
-	if (!last)
+	if (!last || eager)
 		return;
 	/* walk_next() hashes at most PP_REAL_COUNT names at a time. */
 	for (int at = 0; at < count; at += PP_REAL_COUNT) {
@@ -277,56 +327,56 @@ void pp_real_next_many(int count, const char *const name[], void *fn[])
 
 PP_COMMON ssize_t real_write(int fd, const void *buf, size_t n)
 {
-	return pp_real.write ? pp_real.write(fd, buf, n) : RAW(ssize_t, (SYS_write, fd, buf, n));
+	return PP_REAL(write) ? pp_real.write(fd, buf, n) : RAW(ssize_t, (SYS_write, fd, buf, n));
 }
 
 PP_COMMON ssize_t real_writev(int fd, const struct iovec *iov, int cnt)
 {
-	return pp_real.writev ? pp_real.writev(fd, iov, cnt) :
-				RAW(ssize_t, (SYS_writev, fd, iov, cnt));
+	return PP_REAL(writev) ? pp_real.writev(fd, iov, cnt) :
+				 RAW(ssize_t, (SYS_writev, fd, iov, cnt));
 }
 
 PP_COMMON ssize_t real_read(int fd, void *buf, size_t n)
 {
-	return pp_real.read ? pp_real.read(fd, buf, n) : RAW(ssize_t, (SYS_read, fd, buf, n));
+	return PP_REAL(read) ? pp_real.read(fd, buf, n) : RAW(ssize_t, (SYS_read, fd, buf, n));
 }
 
 PP_COMMON ssize_t real_readv(int fd, const struct iovec *iov, int cnt)
 {
-	return pp_real.readv ? pp_real.readv(fd, iov, cnt) :
-			       RAW(ssize_t, (SYS_readv, fd, iov, cnt));
+	return PP_REAL(readv) ? pp_real.readv(fd, iov, cnt) :
+				RAW(ssize_t, (SYS_readv, fd, iov, cnt));
 }
 
 PP_COMMON int real_pipe2(int fds[2], int flags)
 {
-	if (pp_real.pipe2)
+	if (PP_REAL(pipe2))
 		return pp_real.pipe2(fds, flags);
 	return RAW(int, (SYS_pipe2, fds, flags));
 }
 
 PP_COMMON int real_close(int fd)
 {
-	return pp_real.close ? pp_real.close(fd) : RAW(int, (SYS_close, fd));
+	return PP_REAL(close) ? pp_real.close(fd) : RAW(int, (SYS_close, fd));
 }
 
 PP_COMMON int real_dup(int fd)
 {
-	return pp_real.dup ? pp_real.dup(fd) : RAW(int, (SYS_dup, fd));
+	return PP_REAL(dup) ? pp_real.dup(fd) : RAW(int, (SYS_dup, fd));
 }
 
 PP_COMMON int real_dup2(int fd, int fd2)
 {
-	return pp_real.dup2 ? pp_real.dup2(fd, fd2) : RAW(int, (SYS_dup2, fd, fd2));
+	return PP_REAL(dup2) ? pp_real.dup2(fd, fd2) : RAW(int, (SYS_dup2, fd, fd2));
 }
 
 PP_COMMON int real_dup3(int fd, int fd2, int flags)
 {
-	return pp_real.dup3 ? pp_real.dup3(fd, fd2, flags) : RAW(int, (SYS_dup3, fd, fd2, flags));
+	return PP_REAL(dup3) ? pp_real.dup3(fd, fd2, flags) : RAW(int, (SYS_dup3, fd, fd2, flags));
 }
 
 PP_COMMON int real_fcntl(int fd, int cmd, unsigned long arg)
 {
-	return pp_real.fcntl ? pp_real.fcntl(fd, cmd, arg) : RAW(int, (SYS_fcntl, fd, cmd, arg));
+	return PP_REAL(fcntl) ? pp_real.fcntl(fd, cmd, arg) : RAW(int, (SYS_fcntl, fd, cmd, arg));
 }
 
 PP_COMMON pid_t real_fork(void)
@@ -342,31 +392,31 @@ PP_COMMON pid_t real_fork(void)
 ssize_t real_splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
 		    unsigned int flags)
 {
-	return pp_real.splice ? pp_real.splice(in, off_in, out, off_out, len, flags) :
-				RAW(ssize_t, (SYS_splice, in, off_in, out, off_out, len, flags));
+	return PP_REAL(splice) ? pp_real.splice(in, off_in, out, off_out, len, flags) :
+				 RAW(ssize_t, (SYS_splice, in, off_in, out, off_out, len, flags));
 }
 
 ssize_t real_tee(int in, int out, size_t len, unsigned int flags)
 {
-	return pp_real.tee ? pp_real.tee(in, out, len, flags) :
-			     RAW(ssize_t, (SYS_tee, in, out, len, flags));
+	return PP_REAL(tee) ? pp_real.tee(in, out, len, flags) :
+			      RAW(ssize_t, (SYS_tee, in, out, len, flags));
 }
 
 ssize_t real_vmsplice(int fd, const struct iovec *iov, size_t cnt, unsigned int flags)
 {
-	return pp_real.vmsplice ? pp_real.vmsplice(fd, iov, cnt, flags) :
-				  RAW(ssize_t, (SYS_vmsplice, fd, iov, cnt, flags));
+	return PP_REAL(vmsplice) ? pp_real.vmsplice(fd, iov, cnt, flags) :
+				   RAW(ssize_t, (SYS_vmsplice, fd, iov, cnt, flags));
 }
 
 int real_close_range(unsigned int first, unsigned int last, int flags)
 {
-	return pp_real.close_range ? pp_real.close_range(first, last, flags) :
-				     RAW(int, (SYS_close_range, first, last, flags));
+	return PP_REAL(close_range) ? pp_real.close_range(first, last, flags) :
+				      RAW(int, (SYS_close_range, first, last, flags));
 }
 
 PP_COMMON void real_exit(int status, bool upper)
 {
-	void (*fn)(int) = upper ? pp_real._Exit : pp_real._exit;
+	void (*fn)(int) = upper ? PP_REAL(_Exit) : PP_REAL(_exit);
 
 	if (fn)
 		fn(status);

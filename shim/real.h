@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The libc functions libppipe interposes, reached through real_<name>().
- * They are bound once, by pp_real_bind() from the constructor. A call that
- * arrives before that (another library's constructor) goes to the raw
- * system call, so it works at any time and never recurses.
+ * Each is bound the first time it is needed (pp_real_bind_one()), and all
+ * of them before a process first forks (pp_real_bind_all()), so that a
+ * program that never forks looks up only the few it calls, and no fork
+ * child binds what its parent could have. A call that cannot be bound
+ * goes to the raw system call, so it works at any time and never
+ * recurses.
  *
  * Layer: base (may use: base).
  */
@@ -70,19 +73,33 @@ struct pp_real {
 #undef PP_REAL_FIELD
 };
 
+/* Each entry's place in the list. */
+enum pp_real_index {
+#define PP_REAL_INDEX(ret, name, params) PP_REAL_IDX_##name,
+	PP_REAL_FUNCS(PP_REAL_INDEX)
+#undef PP_REAL_INDEX
+		PP_REAL_COUNT
+};
+
 extern struct pp_real pp_real;
 
 /*
- * Binds every entry to the next definition after libppipe, as
- * dlsym(RTLD_NEXT) would: by walking the objects loaded after it and
- * looking each name up in their symbol tables, and through dlsym for
- * whatever that walk cannot settle (an object without a GNU hash table,
- * an IFUNC, a name found nowhere). Called from the constructor, and first
- * by any interposer without a raw system call to fall back on (fclose,
- * exec, spawn...) that runs before it: another library's constructor.
- * Binding twice is harmless; it happens once.
+ * From the constructor: notes the objects loaded at start, which later
+ * walks keep to. When one of them cannot be searched by the walk (no GNU
+ * hash table), or libppipe is not in the main list (dlmopen), everything
+ * is bound at once, dlsym answering, as a signal handler could not.
  */
-void pp_real_bind(void);
+void pp_real_start(void);
+/*
+ * Binds entry @k to the next definition after libppipe, as
+ * dlsym(RTLD_NEXT) would: by walking the objects loaded after it and
+ * looking the name up in their symbol tables (no lock, no allocation, no
+ * system call), and through dlsym for what that walk cannot settle (an
+ * IFUNC, a name found nowhere). Returns it; NULL: defined nowhere.
+ */
+void *pp_real_bind_one(enum pp_real_index k);
+/* Binds every entry not bound yet, in one walk (before the first fork). */
+void pp_real_bind_all(void);
 
 /*
  * The next definition of @name after libppipe, as dlsym(RTLD_NEXT) finds
@@ -99,7 +116,8 @@ void *pp_real_next(const char *name);
 void pp_real_next_many(int count, const char *const name[], void *fn[]);
 
 /* The bound entry @name, binding first if needed; NULL if libc lacks it. */
-#define PP_REAL(name) (pp_real.name ? pp_real.name : (pp_real_bind(), pp_real.name))
+#define PP_REAL(name) \
+	(pp_real.name ? pp_real.name : ((void)pp_real_bind_one(PP_REAL_IDX_##name), pp_real.name))
 
 ssize_t real_write(int fd, const void *buf, size_t n);
 ssize_t real_writev(int fd, const struct iovec *iov, int cnt);

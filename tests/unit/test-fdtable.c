@@ -699,7 +699,7 @@ int main(void)
 	int spare_base = 0;
 
 	/* What the constructor does in a preloaded process; here too, explicitly. */
-	pp_real_bind();
+	pp_real_start();
 	pp_config_defaults(&pp_cfg);
 	if (!pp_active()) {
 		fprintf(stderr, "init.c's constructor did not run: no fork handlers to test\n");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * pp_real_bind() finds, name by name, what dlsym(RTLD_NEXT) finds. Linked
+ * pp_real_bind_one() and pp_real_bind_all() find, name by name, what
+ * dlsym(RTLD_NEXT) finds, and bind nothing before it is needed. Linked
  * into this program, "next" is every object loaded after it: first the
  * pass-through library this test is linked against (it defines write,
  * read, pipe, pipe2 and close), then libc, whose names come in every
@@ -30,7 +31,18 @@ int main(void)
 {
 	/* A call through the pass-through library: the link keeps it loaded. */
 	CHECK(close(-1) == -1, "close(-1) succeeded");
-	pp_real_bind();
+	pp_real_start();
+	/* Nothing is bound before it is needed (the test calls none of them through libppipe). */
+#define CHECK_NONE(ret, name, params) CHECK(!pp_real.name, "%s bound before it was needed", #name);
+	PP_REAL_FUNCS(CHECK_NONE)
+#undef CHECK_NONE
+	/* One by one: the first half of the list. */
+	for (int k = 0; k < PP_REAL_COUNT / 2; k++)
+		pp_real_bind_one((enum pp_real_index)k);
+	CHECK(pp_real.write && !pp_real.sigaction, "bound one by one: write %p, sigaction %p",
+	      (void *)pp_real.write, (void *)pp_real.sigaction);
+	/* The rest at once, as before a fork. */
+	pp_real_bind_all();
 #define CHECK_ONE(ret, name, params)                                                          \
 	{                                                                                     \
 		void *want = dlsym(RTLD_NEXT, #name), *got = (void *)pp_real.name;            \
@@ -102,8 +114,9 @@ int main(void)
 	{
 		void *before = (void *)pp_real.posix_spawn;
 
-		pp_real_bind();
+		pp_real_bind_all();
 		CHECK((void *)pp_real.posix_spawn == before, "bound twice");
+		CHECK(pp_real_bind_one(PP_REAL_IDX_posix_spawn) == before, "bound once more");
 	}
 	return failures ? 1 : 0;
 }

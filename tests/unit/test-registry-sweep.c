@@ -348,7 +348,7 @@ static int orphan_phase(void)
 
 int main(int argc, char **argv)
 {
-	pp_real_bind();
+	pp_real_start();
 	pp_config_defaults(&pp_cfg);
 	/* What PPIPE_TEST_REGISTRY=64:16 does. */
 	pp_fault_reg_slots = SLOTS;

@@ -709,7 +709,7 @@ int main(void)
 {
 	const char *fn = (const char *)getauxval(AT_EXECFN);
 
-	pp_real_bind();
+	pp_real_start();
 	pp_config_defaults(&pp_cfg);
 	pp_comm_copy(comm, pp_base_name(fn ? fn : ""));
 

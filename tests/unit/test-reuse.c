@@ -859,7 +859,7 @@ static void test_mixed(uint32_t cap, uint64_t ring_size)
 
 int main(void)
 {
-	pp_real_bind();
+	pp_real_start();
 	pp_config_defaults(&pp_cfg);
 	pp_cfg.thp = PP_THP_OFF; /* 4 KiB pages: the rule is the same, the test simpler */
 	if ((size_t)sysconf(_SC_PAGESIZE) != PAGE) {

@@ -78,7 +78,7 @@ int main(void)
 {
 	pthread_t h, w;
 
-	pp_real_bind();
+	pp_real_start();
 	pp_config_defaults(&pp_cfg);
 	pp_cfg.turns = PP_TURNS_ON;
 
