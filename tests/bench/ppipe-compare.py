@@ -1397,7 +1397,11 @@ def overhead_record(c, side, status, data, err):
     if data.get("case") != c["case"] or data.get("n") != c["n"]:
         raise Fatal(f"{PROG}: ppipe-overhead ran {data.get('case')!r} "
                     f"{data.get('n')!r} times for {where}", 1)
-    return {"ns_per_op": value}
+    faults = data.get("minflt_per_op")
+    rec = {"ns_per_op": value}
+    if isinstance(faults, (int, float)) and not isinstance(faults, bool) and faults >= 0:
+        rec["minflt_per_op"] = faults
+    return rec
 
 
 def clock(seconds):
@@ -1465,9 +1469,14 @@ def summarize_time(reps):
     """Median and spread of one side's times per operation."""
     values = [r["ns_per_op"] for r in reps]
     median = statistics.median(values)
-    return {"ns_per_op": median,
-            "spread_ns_per_op": (max(values) - min(values)) / median,
-            "reps": reps}
+    out = {"ns_per_op": median,
+           "spread_ns_per_op": (max(values) - min(values)) / median,
+           "reps": reps}
+    # Minor page faults per operation (an older ppipe-overhead prints none).
+    faults = [r["minflt_per_op"] for r in reps if "minflt_per_op" in r]
+    if len(faults) == len(reps) and faults:
+        out["minflt_per_op"] = statistics.median(faults)
+    return out
 
 
 def ratio(a, b):
@@ -2266,6 +2275,15 @@ def fmt_ratio(value):
     return f"{value:.3f}" if value is not None else "n/a"
 
 
+def fmt_faults(result, sides):
+    """Minor page faults per operation of the sides of an overhead row:
+    '336.4 / 355.5 / 381.9', or 'n/a' from a ppipe-overhead that counts none."""
+    values = [side_of(result, side).get("minflt_per_op") for side in sides]
+    if any(v is None for v in values):
+        return "n/a"
+    return " / ".join(f"{v:.1f}" for v in values)
+
+
 def fmt_excess(value):
     """An excess over the empty library: '+0.012', or 'n/a'."""
     return f"{value:+.3f}" if value is not None else "n/a"
@@ -2281,6 +2299,8 @@ def overhead_tables(results, sides, note, skipped, no_empty=None):
         return []
     two_way = sides == ["baseline", "shim"]
     empty = any("empty" in r for r in results)
+    # Page faults per operation, from a ppipe-overhead that counts them.
+    faults = bool(results) and all("minflt_per_op" in r["baseline"] for r in results)
     who = shim_name() if two_way else "the library"
     lines = [f"== What {who} costs where it cannot help: time per operation "
              f"({note}) ==",
@@ -2295,16 +2315,21 @@ def overhead_tables(results, sides, note, skipped, no_empty=None):
         header = ["row", "N", "what", f"ns/op plain -> {shim_name()} (delta)",
                   "time ratio (lower is better)"]
         header += ["empty/plain", "excess"] if empty else []
+        header += ["page faults/op plain" + (", empty" if empty else "")
+                   + f", {shim_name()}"] if faults else []
         body = [[label(r), str(r["n"]), overhead_what(r), cell,
                  fmt_ratio(r["ratio_time"])]
                 + ([fmt_ratio(r["empty"]["ratio_time"]),
                     fmt_excess(r.get("excess_time"))] if empty else [])
+                + ([fmt_faults(r, ["baseline"] + (["empty"] if empty else [])
+                               + ["shim"])] if faults else [])
                 for r, cell in zip(results, cells)]
-        align = "lrlll" + ("ll" if empty else "")
+        align = "lrlll" + ("ll" if empty else "") + ("l" if faults else "")
     else:
         header = ["row", "N", "config", "ns/op",
                   "time ratio (lower is better)", "spread"]
         header += ["excess"] if empty else []
+        header += ["page faults/op"] if faults else []
         body = []
         for r in results:
             row_sides = sides[:1] + (["empty"] if empty else []) + sides[1:]
@@ -2318,8 +2343,9 @@ def overhead_tables(results, sides, note, skipped, no_empty=None):
                              f"{100 * v['spread_ns_per_op']:.1f}%"]
                             + ([fmt_excess(v.get("excess_time"))
                                 if side in sides[1:] else "-"]
-                               if empty else []))
-        align = "lrlrrr" + ("r" if empty else "")
+                               if empty else [])
+                            + ([fmt_faults(r, [side])] if faults else []))
+        align = "lrlrrr" + ("r" if empty else "") + ("r" if faults else "")
     lines += table_lines(header, body, indent=2, align=align)
     lines += [f"  {case}: skipped, {why}" for case, why in skipped.items()]
     if no_empty:
