@@ -23,6 +23,7 @@
  * checks every byte it reads: a page given back too early shows there.
  */
 #include "config.h"
+#include "fdtable.h"
 #include "pipe.h"
 #include "pool.h"
 #include "real.h"
@@ -41,6 +42,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fdtable.h"
 
 #define PAGE 4096
 
@@ -148,7 +150,8 @@ static long reserve_at(struct pp_ring *r, size_t off, size_t len, int fd, int st
 /* A pipe object and this thread's ring for it. */
 static struct pp_ring *ring_for(struct pp_pipe **pp, uint32_t capacity)
 {
-	struct pp_pipe *p = pp_pipe_new(0, true, (int)capacity);
+	/* The pipe objects are mapped with the fd table, as pipe() maps them. */
+	struct pp_pipe *p = pp_fdt_init() ? NULL : pp_pipe_new(0, true, (int)capacity);
 	struct pp_ring *r = p ? pp_ring_get(&p->rings, &p->gen, capacity) : NULL;
 
 	if (!r) {

@@ -435,7 +435,7 @@ static void test_format(void)
 		     "\"records_max\":8192,\"reclaimed\":5,\"reclaimed_holds\":6,"
 		     "\"expired_charges\":7,\"healed\":8,\"full\":9,"
 		     "\"sweeps\":18446744073709551615},"
-		     "\"totals\":{"),
+		     "\"registry_missing\":null,\"totals\":{"),
 	      "header: %s", buf);
 	/* Every counter: in the totals, both fds and the closed pipe, in PP_COUNTERS order. */
 	for (int i = 0; i < PP_CNT_COUNT; i++) {
@@ -502,7 +502,8 @@ static void test_format_exact(void)
 		"\"flush_waits\":0},"
 		"\"pool\":{\"bytes\":0,\"peak\":0,\"trimmed_bytes\":0,"
 		"\"pressure_episodes\":0,\"exited_rings_reused\":0,"
-		"\"exited_rings_freed\":0},\"registry\":null,\"totals\":{",
+		"\"exited_rings_freed\":0},\"registry\":null,\"registry_missing\":null,"
+		"\"totals\":{",
 		version);
 	for (int i = 0; i < PP_CNT_COUNT; i++)
 		p += sprintf(p, "%s\"%s\":0", i ? "," : "", counter_names[i]);
