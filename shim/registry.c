@@ -257,8 +257,8 @@ PP_COMMON struct pp_shared *pp_reg_find(uint64_t ino)
 
 	if (!h || !ino || ino == REG_TOMB)
 		return NULL;
-	for (uint32_t i = 0, at = reg_hash(ino); i < REG_PROBES && i < pp_reg_nslots; i++) {
-		struct pp_shared *s = &reg_slots()[(at + i) % pp_reg_nslots];
+	for (uint32_t k = 0, hash = reg_hash(ino), i; (i = reg_probe(hash, k)) != UINT32_MAX; k++) {
+		struct pp_shared *s = reg_slot_at(i);
 		uint64_t cur = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
 
 		if (cur == ino)
@@ -278,11 +278,11 @@ static void slot_reset(struct pp_shared *s)
 	__atomic_store_n(&s->mark, 0, __ATOMIC_RELAXED);
 }
 
-/* A new slot for @ino, holders 1: the first free or freed slot of its probe sequence. */
+/* A new slot for @ino, holders 1: the first free or freed slot of its probe sequence (a home slot while one is). */
 static struct pp_shared *slot_new(uint64_t ino)
 {
-	for (uint32_t i = 0, at = reg_hash(ino); i < REG_PROBES && i < pp_reg_nslots; i++) {
-		struct pp_shared *s = &reg_slots()[(at + i) % pp_reg_nslots];
+	for (uint32_t k = 0, hash = reg_hash(ino), i; (i = reg_probe(hash, k)) != UINT32_MAX; k++) {
+		struct pp_shared *s = reg_slot_at(i);
 		uint64_t cur = __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE);
 
 		if (cur && cur != REG_TOMB)

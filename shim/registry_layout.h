@@ -35,8 +35,8 @@ struct pp_shared {
 /* Pipe ends of one exec, as charged in its record. */
 #define PP_EXEC_MAX_PIPES 16
 
-#define REG_MAGIC 0x3367657270697070ull /* "ppipreg3" */
-#define REG_VERSION 3
+#define REG_MAGIC 0x3467657270697070ull /* "ppipreg4" */
+#define REG_VERSION 4
 #define REG_SLOTS 16384u
 #define REG_RECS 8192u
 #define REC_ENTRIES PP_EXEC_MAX_PIPES
@@ -94,15 +94,25 @@ enum { ENT_HOLD = 1, ENT_CHARGE = 2 };
 #define ENT_INO(e) ((uint32_t)((e) >> 32))
 
 /*
- * Layout: the header, the records right after it (a new record is the
- * first free one, so the records in use stay on the first pages), then
- * the pipe slots, page-aligned.
+ * Layout: the header, the first REG_HOME_SLOTS slots (the home slots),
+ * the records (a new record is the first free one, so the records in use
+ * stay on the first pages), then the rest of the slots, page-aligned. A
+ * pipe's slot is a home slot while one is free: the first page then holds
+ * all that a small tree uses (header, home slots, its first records), and
+ * each process of the tree, which maps none of the segment's pages at
+ * first (fork does not copy a shared mapping's page tables), takes one
+ * page fault for it, not one more for each pipe it touches.
  */
 #define REG_HEADER_SIZE 256u
-#define REG_SLOTS_OFFSET                                                                \
-	(((size_t)REG_HEADER_SIZE + (size_t)REG_RECS * sizeof(struct reg_rec) + 4095) & \
-	 ~(size_t)4095)
-#define REG_SIZE (REG_SLOTS_OFFSET + (size_t)REG_SLOTS * sizeof(struct pp_shared))
+#define REG_HOME_SLOTS 32u
+#define REG_RECS_OFFSET \
+	((size_t)REG_HEADER_SIZE + (size_t)REG_HOME_SLOTS * sizeof(struct pp_shared))
+#define REG_SLOTS_OFFSET \
+	((REG_RECS_OFFSET + (size_t)REG_RECS * sizeof(struct reg_rec) + 4095) & ~(size_t)4095)
+#define REG_SIZE \
+	(REG_SLOTS_OFFSET + (size_t)(REG_SLOTS - REG_HOME_SLOTS) * sizeof(struct pp_shared))
+_Static_assert(REG_RECS_OFFSET + 8 * sizeof(struct reg_rec) <= 4096,
+	       "the home slots and the first records share the first page with the header");
 
 _Static_assert(sizeof(struct reg_header) <= REG_HEADER_SIZE, "header");
 _Static_assert(sizeof(struct reg_rec) == 192, "a record is three cache lines");
@@ -126,25 +136,65 @@ extern struct reg_header *pp_reg;
 /* The header's limits, clamped to the layout's (the header is untrusted). */
 extern uint32_t pp_reg_nslots, pp_reg_nrecs;
 
-static inline struct pp_shared *reg_slots(void)
+/* Slots 0 to REG_HOME_SLOTS - 1, on the first page; the rest after the records. */
+static inline struct pp_shared *reg_home_slots(void)
+{
+	return (struct pp_shared *)((char *)pp_reg + REG_HEADER_SIZE);
+}
+
+static inline struct pp_shared *reg_other_slots(void)
 {
 	return (struct pp_shared *)((char *)pp_reg + REG_SLOTS_OFFSET);
 }
 
 static inline struct reg_rec *reg_recs(void)
 {
-	return (struct reg_rec *)((char *)pp_reg + REG_HEADER_SIZE);
+	return (struct reg_rec *)((char *)pp_reg + REG_RECS_OFFSET);
 }
 
-/* A slot or record pointer only ever comes from our own index arithmetic. */
+/* The home slots this registry has: REG_HOME_SLOTS, or all of a test's fewer slots. */
+static inline uint32_t reg_nhome(void)
+{
+	return pp_reg_nslots < REG_HOME_SLOTS ? pp_reg_nslots : REG_HOME_SLOTS;
+}
+
+/* Slot @i, or NULL. A slot or record pointer only ever comes from our own index arithmetic. */
 static inline struct pp_shared *reg_slot_at(uint32_t i)
 {
-	return i < pp_reg_nslots ? &reg_slots()[i] : NULL;
+	if (i >= pp_reg_nslots)
+		return NULL;
+	return i < REG_HOME_SLOTS ? &reg_home_slots()[i] : &reg_other_slots()[i - REG_HOME_SLOTS];
 }
 
+/* The index of slot @s, or UINT32_MAX when @s is no slot. */
 static inline uint32_t reg_slot_index(const struct pp_shared *s)
 {
-	return (uint32_t)(s - reg_slots());
+	const struct pp_shared *home = reg_home_slots(), *other = reg_other_slots();
+
+	if (s >= home && s < home + REG_HOME_SLOTS)
+		return (uint32_t)(s - home);
+	if (s >= other && s < other + (REG_SLOTS - REG_HOME_SLOTS))
+		return REG_HOME_SLOTS + (uint32_t)(s - other);
+	return UINT32_MAX;
+}
+
+/*
+ * Pipe @ino's probe sequence: its @k'th slot, or UINT32_MAX past the end.
+ * The home slots first, from where @ino's hash points among them, then up
+ * to REG_PROBES of the others, from where it points among those. Slots
+ * are never emptied, only freed (REG_TOMB): a search ends at the first
+ * empty one, which no insertion before it could have passed.
+ */
+static inline uint32_t reg_probe(uint32_t hash, uint32_t k)
+{
+	uint32_t home = reg_nhome(), others = pp_reg_nslots - home;
+
+	if (k < home)
+		return (hash + k) % home;
+	k -= home;
+	if (k >= REG_PROBES || k >= others)
+		return UINT32_MAX;
+	return home + (hash + k) % others;
 }
 
 /* Where pipe @ino's probe sequence starts (modulo the slots in use). */

@@ -209,7 +209,7 @@ static void recount(const struct resident *m, uint32_t from, uint32_t n, uint32_
 			uint32_t at = ENT_SLOT(e) - from;
 
 			if (!e || ENT_SLOT(e) < from || at >= n ||
-			    !reg_slot_is(&reg_slots()[ENT_SLOT(e)], ENT_INO(e)))
+			    !reg_slot_is(reg_slot_at(ENT_SLOT(e)), ENT_INO(e)))
 				continue;
 			if (ENT_KIND(e) == ENT_CHARGE)
 				charge[at] += charge[at] < UINT16_MAX;
@@ -218,7 +218,7 @@ static void recount(const struct resident *m, uint32_t from, uint32_t n, uint32_
 		}
 	}
 	for (uint32_t at = 0; at < n; at++) {
-		struct pp_shared *s = &reg_slots()[from + at];
+		struct pp_shared *s = reg_slot_at(from + at);
 		uint64_t ino = resident(m, s) ? __atomic_load_n(&s->ino, __ATOMIC_ACQUIRE) : 0;
 		uint32_t hs, ps, eh, ep, mark, was;
 
@@ -366,7 +366,7 @@ void pp_reg_occupancy(struct pp_stats_registry *o)
 	o->slots_max = pp_reg_nslots;
 	o->records_max = pp_reg_nrecs;
 	for (uint32_t i = 0; i < pp_reg_nslots; i++) {
-		const struct pp_shared *s = &reg_slots()[i];
+		const struct pp_shared *s = reg_slot_at(i);
 		uint64_t ino = resident(&m, s) ? __atomic_load_n(&s->ino, __ATOMIC_RELAXED) : 0;
 
 		o->slots += ino && ino != REG_TOMB;

@@ -40,11 +40,30 @@
 
 static struct reg_header *hdr; /* the test's own mapping of the segment */
 static int seg_id;
-static struct pp_shared *base; /* the registry's slot 0, in the shim's mapping */
+
+/* The first slot of @ino's probe sequence (a home slot), in the shim's mapping. */
+static struct pp_shared *t_home(uint64_t ino)
+{
+	return reg_slot_at(reg_probe(reg_hash(ino), 0));
+}
+
+/*
+ * The index of slot @s of the shim's first mapping of the segment (a
+ * claim maps it again, elsewhere: pointers kept from before are still
+ * those of the first), noted when it was made.
+ */
+static const struct pp_shared *home0, *other0;
+
+static uint32_t t_index(const struct pp_shared *s)
+{
+	if (s >= home0 && s < home0 + REG_HOME_SLOTS)
+		return (uint32_t)(s - home0);
+	return REG_HOME_SLOTS + (uint32_t)(s - other0);
+}
 
 static struct reg_rec *t_rec_at(struct reg_header *h, uint32_t i)
 {
-	return (struct reg_rec *)((char *)h + REG_HEADER_SIZE) + i;
+	return (struct reg_rec *)((char *)h + REG_RECS_OFFSET) + i;
 }
 static char comm[16]; /* this program's command name */
 
@@ -107,7 +126,7 @@ static int entries_of(const struct pp_shared *s, uint32_t kind, pid_t owner)
 		if (OWN_STATE(r->own) == REC_FREE || OWN_PID(r->own) != owner)
 			continue;
 		for (int k = 0; k < REC_ENTRIES; k++)
-			n += r->ent[k] && ENT_SLOT(r->ent[k]) == (uint32_t)(s - base) &&
+			n += r->ent[k] && ENT_SLOT(r->ent[k]) == t_index(s) &&
 			     ENT_KIND(r->ent[k]) == kind && ENT_INO(r->ent[k]) == (uint32_t)s->ino;
 	}
 	return n;
@@ -130,6 +149,8 @@ static void test_create(void)
 	s = pp_reg_get(7, true);
 	CHECK(s && s->ino == 7 && s->holders == 1 && !s->pending && !s->unsafe,
 	      "a new slot, one holder");
+	home0 = reg_home_slots();
+	other0 = reg_other_slots();
 	CHECK(count_fds() == fds, "no fd of the registry's: %d fds, %d before", count_fds(), fds);
 	/* The segment: found through the variable an exec would get. */
 	CHECK(pp_reg_exec_begin(&c, comm, NULL, NULL, 0, PP_EXEC_SELF) == 0 &&
@@ -146,13 +167,10 @@ static void test_create(void)
 		perror("shmat");
 		exit(99);
 	}
-	base = s - (reg_hash(7) % REG_SLOTS);
 	CHECK(entries_of(s, ENT_HOLD, getpid()) == 1, "the hold is recorded as this process's");
 	pp_reg_put(s);
-	CHECK(!pp_reg_find(7) && base[(reg_hash(7) % REG_SLOTS)].ino != 7,
-	      "freed with its last holder");
-	CHECK(entries_of(&base[(reg_hash(7) % REG_SLOTS)], ENT_HOLD, getpid()) == 0,
-	      "and its entry");
+	CHECK(!pp_reg_find(7) && t_home(7)->ino != 7, "freed with its last holder");
+	CHECK(entries_of(t_home(7), ENT_HOLD, getpid()) == 0, "and its entry");
 }
 
 /* What the test scribbles through must be what registry.c wrote. */
@@ -163,17 +181,18 @@ static void layout_check(void)
 	uint64_t ino = 11;
 	struct reg_rec *r;
 
-	CHECK(hdr->magic == REG_MAGIC && hdr->version == 3 && hdr->slots == REG_SLOTS &&
+	CHECK(hdr->magic == REG_MAGIC && hdr->version == REG_VERSION && hdr->slots == REG_SLOTS &&
 		      hdr->recs == REG_RECS && hdr->rec_size == sizeof(struct reg_rec) &&
 		      hdr->slot_size == sizeof(struct pp_shared) && hdr->entries == REC_ENTRIES,
 	      "registry.c's header changed: update registry-layout.h");
-	CHECK(s == &base[(reg_hash(11) % REG_SLOTS)], "registry.c's hash changed: update t_home()");
+	CHECK(s == t_home(11), "registry.c's hash changed: update t_home()");
 	CHECK(pp_reg_exec_begin(&c, "layout", &s, &ino, 1, PP_EXEC_SELF) == 0 && c.rec >= 0,
 	      "a record");
 	r = t_rec_at(hdr, (uint32_t)c.rec);
 	CHECK(OWN_PID(r->own) == getpid() && OWN_STATE(r->own) == REC_EXEC &&
-		      !strcmp(r->comm, "layout") && r->ent[0] == ENT(s - base, ENT_CHARGE, 11) &&
-		      r->seen_ns && r->made_ns,
+		      !strcmp(r->comm, "layout") &&
+		      r->ent[0] == ENT(reg_slot_index(s), ENT_CHARGE, 11) && r->seen_ns &&
+		      r->made_ns,
 	      "registry.c's exec record changed: update registry-layout.h");
 	pp_reg_exec_failed(&c);
 	CHECK(OWN_STATE(r->own) == REC_FREE && !r->ent[0], "undone: the record is free");
@@ -188,7 +207,18 @@ static void layout_check(void)
 static uint64_t collider(uint64_t ino, uint64_t from)
 {
 	for (uint64_t c = from;; c++)
-		if (c != ino && (reg_hash(c) % REG_SLOTS) == (reg_hash(ino) % REG_SLOTS))
+		if (c != ino && t_home(c) == t_home(ino))
+			return c;
+}
+
+/* One whose whole probe sequence is @ino's: among the home slots, and among the others. */
+static uint64_t full_collider(uint64_t ino, uint64_t from)
+{
+	uint32_t nh = reg_nhome();
+
+	for (uint64_t c = from;; c++)
+		if (c != ino && t_home(c) == t_home(ino) &&
+		    reg_probe(reg_hash(c), nh) == reg_probe(reg_hash(ino), nh))
 			return c;
 }
 
@@ -198,7 +228,10 @@ static void test_slots(void)
 	uint64_t a = 1000, b = collider(a, 2000), x = collider(a, b + 1);
 	struct pp_shared *sa = pp_reg_get(a, true), *sb = pp_reg_get(b, true), *sx;
 
-	CHECK(sa && sb == sa + 1, "a collision takes the next slot");
+	CHECK(sa && sb && reg_slot_index(sb) == reg_probe(reg_hash(a), 1),
+	      "a collision takes the next slot");
+	CHECK(reg_slot_index(sa) < REG_HOME_SLOTS && reg_slot_index(sb) < REG_HOME_SLOTS,
+	      "the first pipes take home slots: %u, %u", reg_slot_index(sa), reg_slot_index(sb));
 	CHECK(pp_reg_get(a, true) == sa && sa->holders == 2, "found again: one holder more (%u)",
 	      sa->holders);
 	CHECK(entries_of(sa, ENT_HOLD, getpid()) == 2, "two holds on record");
@@ -231,23 +264,24 @@ static void test_slots(void)
 
 	/* Every slot of a probe sequence garbage: full, for a new inode and a find. */
 	{
-		uint64_t y = collider(a, x + 1);
-		static uint64_t saved[REG_PROBES];
+		uint64_t y = full_collider(a, x + 1);
+		static uint64_t saved[REG_HOME_SLOTS + REG_PROBES];
+		uint32_t n = 0, i;
 
-		for (uint32_t i = 0; i < REG_PROBES; i++) {
-			struct pp_shared *s = &base[((reg_hash(a) % REG_SLOTS) + i) % REG_SLOTS];
-
-			saved[i] = s->ino;
-			s->ino = 0xdead0000 + i;
+		while ((i = reg_probe(reg_hash(a), n)) != UINT32_MAX) {
+			saved[n++] = reg_slot_at(i)->ino;
+			reg_slot_at(i)->ino = 0xdead0000 + n;
 		}
+		CHECK(n == REG_HOME_SLOTS + REG_PROBES, "a probe sequence of %u slots", n);
 		CHECK(!pp_reg_get(y, true) && !pp_reg_find(y), "a full probe sequence: no slot");
-		for (uint32_t i = 0; i < REG_PROBES; i++)
-			base[((reg_hash(a) % REG_SLOTS) + i) % REG_SLOTS].ino = saved[i];
+		for (uint32_t k = 0; k < n; k++)
+			reg_slot_at(reg_probe(reg_hash(a), k))->ino = saved[k];
 	}
 	CHECK(pp_reg_slot_at(-1, a) == NULL && pp_reg_slot_at(REG_SLOTS, a) == NULL,
 	      "slot_at: out of range");
 	sa = pp_reg_get(a, true);
-	CHECK(pp_reg_slot_at(sa - base, a) == sa && !pp_reg_slot_at(sa - base, a + 1),
+	CHECK(pp_reg_slot_at(reg_slot_index(sa), a) == sa &&
+		      !pp_reg_slot_at(reg_slot_index(sa), a + 1),
 	      "slot_at: only while it holds that inode");
 	CHECK(pp_reg_hold(sa, a) && sa->holders == 2 && !pp_reg_hold(sa, a + 1),
 	      "a hold on an existing slot, for its inode only");
@@ -383,8 +417,8 @@ static void claim_child(void *arg)
 	r->made_ns -= k->age_ns;
 	if (k->garbage) {
 		r->ent[0] = ENT(70000, ENT_CHARGE, 7001); /* out of range */
-		r->ent[1] = ENT(claim_slots[1] - base, ENT_CHARGE, 1); /* not the slot's pipe */
-		r->ent[5] = ENT(claim_slots[0] - base, 9, 7001); /* no kind */
+		r->ent[1] = ENT(t_index(claim_slots[1]), ENT_CHARGE, 1); /* not the slot's pipe */
+		r->ent[5] = ENT(t_index(claim_slots[0]), 9, 7001); /* no kind */
 	}
 	got = join_and_claim(&c);
 	CHECK(got == k->want, "claim: %d, want %d", got, k->want);
@@ -417,7 +451,7 @@ static void claim_child(void *arg)
 		return;
 	}
 	CHECK(pp_reg_claimed_left() == 3, "three to take over: %d", pp_reg_claimed_left());
-	CHECK(pp_reg_claimed_take(7002) == claim_slots[1] - base, "taken: its slot index");
+	CHECK(pp_reg_claimed_take(7002) == t_index(claim_slots[1]), "taken: its slot index");
 	CHECK(pp_reg_claimed_take(7002) == -ENOENT, "once");
 	CHECK(pp_reg_claimed_left() == 2, "two left: %d", pp_reg_claimed_left());
 	/* A fork child's holds recorded and given back (exit, exec): the untaken only. */
