@@ -139,6 +139,16 @@ static void *bind_next(void **slot, const char *name)
 	return fn;
 }
 
+/* fn_, libc's @name, bound now if need be; without one (libc always has it), ENOSYS. */
+#define BIND_OR_FAIL(name, fail)                                        \
+	do {                                                            \
+		fn_ = (__typeof__(&name))bind_next(&NEXT(name), #name); \
+		if (unlikely(!fn_)) {                                   \
+			errno = ENOSYS;                                 \
+			return fail;                                    \
+		}                                                       \
+	} while (0)
+
 /*
  * Defines the exported @name: libc's, after @pre when write-behind runs.
  * The common case (bound, write-behind never ran) is two loads and a
@@ -150,11 +160,7 @@ static void *bind_next(void **slot, const char *name)
 	{                                                                                  \
 		__typeof__(&name) fn_;                                                     \
 		pre;                                                                       \
-		fn_ = (__typeof__(&name))bind_next(&NEXT(name), #name);                    \
-		if (unlikely(!fn_)) {                                                      \
-			errno = ENOSYS;                                                    \
-			return fail;                                                       \
-		}                                                                          \
+		BIND_OR_FAIL(name, fail);                                                  \
 		return fn_ args;                                                           \
 	}                                                                                  \
 	PP_COMMON PP_EXPORT ret(name) params                                               \
@@ -230,11 +236,7 @@ static inline void before_pending(FILE *f)
 			if (w_ != PP_STDIO_LIBC)                                           \
 				return done;                                               \
 		}                                                                          \
-		fn_ = (__typeof__(&name))bind_next(&NEXT(name), #name);                    \
-		if (unlikely(!fn_)) {                                                      \
-			errno = ENOSYS;                                                    \
-			return fail;                                                       \
-		}                                                                          \
+		BIND_OR_FAIL(name, fail);                                                  \
 		r_ = fn_ args;                                                             \
 		if (unlikely(pp_cfg.watch))                                                \
 			libc_wrote(stream, left);                                          \
@@ -261,11 +263,7 @@ static inline void before_pending(FILE *f)
 		__typeof__(&name) fn_;                                                     \
 		ret r_;                                                                    \
 		pre;                                                                       \
-		fn_ = (__typeof__(&name))bind_next(&NEXT(name), #name);                    \
-		if (unlikely(!fn_)) {                                                      \
-			errno = ENOSYS;                                                    \
-			return fail;                                                       \
-		}                                                                          \
+		BIND_OR_FAIL(name, fail);                                                  \
 		r_ = fn_ args;                                                             \
 		if (pp_cfg.watch)                                                          \
 			libc_wrote(stream, left);                                          \

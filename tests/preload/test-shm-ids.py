@@ -78,6 +78,18 @@ def run_case(lib, taken):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def case(lib, taken, name, check):
+    """Runs a case: (its result, sh's reports, dd's reports), or None."""
+    got, err = run_case(lib, taken)
+    if not got:
+        print(f"FAIL {name}: the case did not run:", err.strip())
+        return None
+    res, reps = got
+    check(res["rc"] == 0, f"{name}: the pipeline ran (status {res['rc']})")
+    return (res, [r for r in reps if r.get("image") == "sh"],
+            [r for r in reps if r.get("image") == "dd"])
+
+
 def main(argv):
     if len(argv) >= 2 and argv[1] == "--inside":
         return inside(argv[2], int(argv[3]), argv[4])
@@ -97,14 +109,10 @@ def main(argv):
         print(("ok   " if ok else "FAIL ") + what)
         failed += not ok
 
-    got, err = run_case(lib, SHMMNI // 2)
+    got = case(lib, SHMMNI // 2, "scarce", check)
     if not got:
-        print("FAIL scarce: the case did not run:", err.strip())
         return 1
-    res, reps = got
-    sh = [r for r in reps if r.get("image") == "sh"]
-    dd = [r for r in reps if r.get("image") == "dd"]
-    check(res["rc"] == 0, f"scarce: the pipeline ran (status {res['rc']})")
+    res, sh, dd = got
     check(res["segments"] == SHMMNI // 2,
           f"scarce: no segment of libppipe's ({res['segments']} in the namespace, "
           f"{SHMMNI // 2} taken by the test)")
@@ -120,14 +128,10 @@ def main(argv):
     check(res["plain_shmget"], f"scarce: a plain shmget() after it succeeds "
           f"({res['plain_errno'] or 'ok'})")
 
-    got, err = run_case(lib, SHMMNI // 2 - 2)
+    got = case(lib, SHMMNI // 2 - 2, "room", check)
     if not got:
-        print("FAIL room: the case did not run:", err.strip())
         return 1
-    res, reps = got
-    sh = [r for r in reps if r.get("image") == "sh"]
-    dd = [r for r in reps if r.get("image") == "dd"]
-    check(res["rc"] == 0, f"room: the pipeline ran (status {res['rc']})")
+    res, sh, dd = got
     check(len(sh) == 1 and sh[0]["registry"] is not None and sh[0]["registry_missing"] is None,
           "room: sh made the tree's registry")
     moved = dd[0]["totals"] if dd else {}
