@@ -49,4 +49,16 @@
  */
 #define PP_START_DATA __attribute__((section(".text.startup.ppipe_data")))
 
+/* A spin-wait's pause: lets the other hyperthread run, and saves power. */
+static inline void pp_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 #endif

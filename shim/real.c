@@ -366,7 +366,16 @@ PP_COMMON int real_dup(int fd)
 
 PP_COMMON int real_dup2(int fd, int fd2)
 {
-	return PP_REAL(dup2) ? pp_real.dup2(fd, fd2) : RAW(int, (SYS_dup2, fd, fd2));
+	if (PP_REAL(dup2))
+		return pp_real.dup2(fd, fd2);
+#ifdef SYS_dup2
+	return RAW(int, (SYS_dup2, fd, fd2));
+#else
+	/* aarch64 has dup3 only, which refuses fd == fd2: dup2 checks fd then. */
+	if (fd == fd2)
+		return RAW(int, (SYS_fcntl, fd, F_GETFD)) < 0 ? -1 : fd2;
+	return RAW(int, (SYS_dup3, fd, fd2, 0));
+#endif
 }
 
 PP_COMMON int real_dup3(int fd, int fd2, int flags)

@@ -66,7 +66,7 @@ static bool list_trylock(struct pp_rings *set)
 	for (int i = 0; i < 10000; i++) {
 		if (!__atomic_exchange_n(&set->lock, 1, __ATOMIC_ACQUIRE))
 			return true;
-		__builtin_ia32_pause();
+		pp_cpu_relax();
 	}
 	return false;
 }
