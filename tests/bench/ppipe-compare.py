@@ -3601,7 +3601,8 @@ def run_kind(doc, side):
     lib = doc.get("library") if isinstance(doc.get("library"), dict) else {}
     words = [str(settings.get("matrix") or "?")]
     name = os.path.basename(str(lib.get("path") or "libppipe.so"))
-    if name != "libppipe.so":
+    # The library by any of its names: the link, the SONAME, the file.
+    if not re.fullmatch(r"libppipe\.so(\.[0-9]+)*", name):
         words.append(name[:-3] if name.endswith(".so") else name)
     if isinstance(lib.get("env"), dict):
         words += [f"{k}={v}" for k, v in lib["env"].items()]
