@@ -288,8 +288,10 @@ def use_metrics(env, made):
             values[(m.group(1), m.group(2))] = float(m.group(3))
         how = "a regular expression (no prometheus_client)"
     got = values.get(("ppipe_accelerated_bytes_total", str(os.geteuid())), 0)
-    check(got >= 64 << 20, f"the metrics parse ({how}): ppipe_accelerated_bytes_total"
-          f"{{uid=\"{os.geteuid()}\"}} {got:.0f}, at least the pipeline's 64 MiB")
+    # The bar of the ppipe-run check above: dd's first write may go out before
+    # cat, its reader, has started libppipe, and stays plain then.
+    check(got >= 0.9 * (64 << 20), f"the metrics parse ({how}): ppipe_accelerated_bytes_total"
+          f"{{uid=\"{os.geteuid()}\"}} {got:.0f}, at least 90% of the pipeline's 64 MiB")
     st = os.stat(prom) if text else None
     check(st and st.st_mode & 0o777 == 0o644, "the metrics file is 0644")
     left = [n for n in os.listdir(prom_dir) if n.startswith("ppipe.prom.")]
