@@ -206,6 +206,11 @@ class Runner:
         child_env.update({"FAKE_BENCH_STATE": state, "TMPDIR": self.tmpdir,
                           "FAKE_BENCH_SHIM_FACTOR": str(SHIM_FACTOR),
                           "PPIPE_LEAKED_FROM_PARENT": "1",
+                          # The copies of the runner made here import
+                          # their package from beside the runner.
+                          "PYTHONPATH": os.pathsep.join(
+                              p for p in (os.path.dirname(self.runner),
+                                          os.environ.get("PYTHONPATH")) if p),
                           "PATH": self.bin + os.pathsep + os.environ.get("PATH", os.defpath),
                           # The library may be a sanitizer build: the
                           # Python fakes and the shells it is preloaded

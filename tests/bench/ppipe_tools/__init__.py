@@ -1,0 +1,2 @@
+"""ppipe_tools: the code of ppipe-compare beyond its command line, one
+module per part."""
