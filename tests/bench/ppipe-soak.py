@@ -50,6 +50,10 @@ STREAM_LIB = "@STREAM_LIB@"
 PYDIR = "@PYDIR@"
 if not PYDIR.startswith("@"):
     sys.path.insert(0, PYDIR)
+# Compiled at each start, as the single script was: no cache is written
+# beside the installed package (one that a root run left in LIBDIR/libppipe
+# would outlive the package's removal).
+sys.dont_write_bytecode = True
 
 # pylint: disable=wrong-import-position
 from ppipe_tools.common import SOAK as PROG, Fatal, configured, is_executable, locate, version
