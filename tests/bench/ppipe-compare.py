@@ -28,6 +28,7 @@ it (ppipe-bench --produce copy|api); four sides in every repetition.
 'ppipe-compare fleet FILE.json|DIR...' folds the saved runs of many hosts
 into one table with a verdict per host.
 """
+
 import argparse
 import datetime
 import math
@@ -81,6 +82,7 @@ from ppipe_tools.results import (
     check_side, compare_overhead_lines, describe, load_result, result_key,
     side_values)
 from ppipe_tools.svg import write_svg
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}\Z")
 # The plain side's names (JSON, text), the two-way run's library side, the

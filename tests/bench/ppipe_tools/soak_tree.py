@@ -25,7 +25,7 @@ from .soak_stream import (
     Stream, parse_size)
 
 
-# The variable that tells the second run of this script (the tree's
+# The variable that tells the second run of ppipe-soak (the tree's
 # long-lived process) where its private directory is.
 INNER_VAR = "LIBPPIPE_SOAK_WORK"
 
