@@ -107,7 +107,9 @@ void pp_stdio_bind(void)
 	void *fn[STDIO_COUNT];
 	int k, left = 0, idx[STDIO_COUNT];
 
-	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+	/* Every fork with pipes comes here: once done, a load, not a store. */
+	if (__atomic_load_n(&done, __ATOMIC_ACQUIRE) ||
+	    __atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
 		return;
 	for (k = 0; k < STDIO_COUNT; k++, n += strlen(n) + 1) {
 		if (__atomic_load_n(&stdio_next[k], __ATOMIC_ACQUIRE))

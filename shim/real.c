@@ -230,7 +230,9 @@ PP_START void pp_real_bind_all(void)
 	const char *name[PP_REAL_COUNT];
 	int k;
 
-	if (__atomic_exchange_n(&bound, 1, __ATOMIC_ACQ_REL))
+	/* Every fork comes here: once bound, a load, not a store to a page the child shares. */
+	if (__atomic_load_n(&bound, __ATOMIC_ACQUIRE) ||
+	    __atomic_exchange_n(&bound, 1, __ATOMIC_ACQ_REL))
 		return;
 	for (k = 0; k < PP_REAL_COUNT; k++) {
 		name[k] = real_name(k);
