@@ -105,7 +105,12 @@
 #define CAP 65536
 #define BLOCK 65536
 #define SMALL 100
-#define READER_DELAY_US 50000
+/*
+ * The reader starts late enough that what the writer does meanwhile (a
+ * spawn, on a loaded machine) stays behind a full pipe: 50 ms proved too
+ * short beside a build.
+ */
+#define READER_DELAY_US 200000
 /* The late reader: past write-behind's bound (1 s) on waits that may give up. */
 #define LATE_READER_US 1500000
 
